@@ -75,6 +75,9 @@ KV_CACHE_BYTES = 2 * L * n_kv * d * b_kv * T * B
 KV_BYTES_PER_TOKEN = KV_CACHE_BYTES.subs({T: 1, B: 1})
 """KV cache of one token of one sequence."""
 
+KV_BUDGET_BYTES = M - W - R
+"""What is left for the KV cache after the weights and the reserve (chapter 1's "17 GB")."""
+
 INFERENCE_KV_ONLY = W + KV_CACHE_BYTES + R
 """The source's inference budget: weights + KV cache + a reserve (CUDA context, framework)."""
 
@@ -138,7 +141,8 @@ def evaluate(expr: sp.Expr, **values) -> int | Fraction:
     missing = [n for n in names if n not in values]
     if missing:
         raise TypeError(f"evaluate: missing values for {', '.join(missing)}")
-    return fn(*(values[n] for n in names))
+    # ints become Fractions so that a division inside the expression stays exact (Python's / on ints is a float)
+    return fn(*(Fraction(values[n]) if isinstance(values[n], int) else values[n] for n in names))
 
 
 def to_int_bytes(value) -> int:

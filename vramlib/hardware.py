@@ -106,14 +106,14 @@ class GPU:
 
     @property
     def supports_bf16(self) -> bool:
-        """True if the tensor/matrix cores do BF16: NVIDIA Ampere (8.0) and later; AMD MI200/MI300."""
+        """Whether the tensor/matrix cores do BF16 (NVIDIA Ampere, 8.0, and later; AMD MI200/MI300)."""
         if self.vendor == "amd":
             return self.compute_capability in _AMD_BF16_ARCHS
         return self._cc_tuple >= (8, 0)
 
     @property
     def supports_flash_attention_2(self) -> bool:
-        """True if FlashAttention-2 runs: NVIDIA Ampere/Ada/Hopper/Blackwell (cc >= 8.0); AMD MI200/MI300 via the ROCm fork.
+        """Whether FlashAttention-2 runs (NVIDIA Ampere/Ada/Hopper/Blackwell, cc >= 8.0; AMD MI200/MI300 via the ROCm fork).
 
         Turing (T4, 7.5) and Volta (V100, 7.0) are not supported by FlashAttention-2.
         """

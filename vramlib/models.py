@@ -88,12 +88,12 @@ class ModelSpec:
 
     @property
     def n_active_params(self) -> int:
-        """Parameters used per token: equals n_params for dense models; MoE counts experts_per_token experts."""
+        """Parameters used per token (equals n_params for dense models; MoE counts experts_per_token experts)."""
         return int(F.evaluate(F.N_PARAMS, **self.symbols(active=True)))
 
     @property
     def weight_params(self) -> int:
-        """Parameters to store: the nominal size when set (the source's '13B'), else the exact count."""
+        """Parameters to store (the nominal size when set, as the source's '13B', else the exact count)."""
         return self.nominal_params if self.nominal_params is not None else self.n_params
 
     @property
@@ -139,6 +139,13 @@ class ModelSpec:
         if self.hidden % n_heads:
             raise InvalidValueError("n_heads", n_heads, f"must divide hidden={self.hidden} (e.g. {_divisors_near(self.hidden, n_heads)})")
         return self.with_(n_heads=n_heads, n_kv_heads=n_kv_heads, head_dim=self.hidden // n_heads)
+
+    def with_group_size(self, queries_per_kv_head: int) -> "ModelSpec":
+        """GQA read as "groups of g query heads": n_kv_heads = n_heads / g (chapter 7's other reading)."""
+        g = check_positive_int("queries_per_kv_head", queries_per_kv_head)
+        if self.n_heads % g:
+            raise InvalidValueError("queries_per_kv_head", g, f"must divide n_heads={self.n_heads} (allowed: {_divisors(self.n_heads)})")
+        return self.with_(n_kv_heads=self.n_heads // g)
 
     @staticmethod
     def from_hf_config(config: str | Path | Mapping[str, Any], name: str | None = None) -> "ModelSpec":

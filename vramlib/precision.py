@@ -4,7 +4,7 @@ Plain formats (fp32 ... int4) store every tensor at one width, which is the
 source document's arithmetic (13e9 x 0.5 B for "INT4"). Real quantized
 formats (NF4, GPTQ, AWQ, GGUF) carry scales and zero points per block or
 group, and keep some tensors (embeddings, LM head, norms, biases) in 16 or
-32 bits: :func:`tensor_bits` says which, and ``weights_bytes`` counts them.
+32 bits: :func:`~vramlib.precision.tensor_bits` says which, and ``weights_bytes`` counts them.
 Used in: chapters 1, 2, 5, 6, 7, 14.
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ class Precision:
 
     ``bits`` is the average bits per quantized element, constants included;
     ``keeps`` maps tensor kinds the format leaves unquantized to their bits.
-    ``gguf`` names a llama.cpp mix whose per-tensor types :func:`tensor_bits` resolves.
+    ``gguf`` names a llama.cpp mix whose per-tensor types :func:`~vramlib.precision.tensor_bits` resolves.
     """
 
     name: str

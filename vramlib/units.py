@@ -54,6 +54,11 @@ def gib(n_bytes: float) -> float:
     return n_bytes / GiB
 
 
+def mb(n_bytes: float) -> float:
+    """Bytes -> MB (10^6)."""
+    return n_bytes / MB
+
+
 def mib(n_bytes: float) -> float:
     """Bytes -> MiB (2^20), the unit nvidia-smi prints."""
     return n_bytes / MiB

@@ -1,0 +1,76 @@
+from fractions import Fraction
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import vramlib as vl
+from vramlib.precision import tensor_bits
+
+REQUIRED = ["fp32", "tf32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2", "int8", "int4", "nf4", "nf4-dq",
+            "gptq-4bit-g128", "awq-4bit-g128", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k"]
+
+
+@pytest.mark.parametrize("name", REQUIRED)
+def test_required_formats_exist_with_source(name):
+    p = vl.get_precision(name)
+    assert p.bits > 0 and p.source
+
+
+def test_format_overheads():
+    assert vl.get_precision("nf4").bits == Fraction(9, 2)                      # 4 + 32/64
+    assert vl.get_precision("nf4-dq").bits - 4 == Fraction(8, 64) + Fraction(32, 64 * 256)  # QLoRA: 0.127 bit
+    assert round(float(vl.get_precision("nf4-dq").bits - 4), 3) == 0.127
+    assert vl.get_precision("gptq-4bit-g128").bits == 4 + Fraction(16 + 4, 128)
+    assert vl.get_precision("gptq-4bit-g32").bits == 4 + Fraction(20, 32)    # any group size
+    assert vl.get_precision("q8_0").bits == Fraction(17, 2)
+    assert vl.get_precision("q4_0").bits == Fraction(9, 2)
+
+
+def test_real_formats_keep_tensors_unquantized():
+    d = vl.weights_detail("llama-2-7b", "nf4-dq")
+    m = vl.get_model("llama-2-7b")
+    g = m.param_groups()
+    assert d["unquantized tensors"] == 2 * (g["embed"] + g["lm_head"] + g["norm"])
+    assert d["quantization constants"] > 0
+    assert vl.weights_detail("llama-2-7b", "int4") == {"weights": m.n_params // 2}
+
+
+@pytest.mark.parametrize("model,fmt,file_gb", [
+    # TheBloke's GGUF files for these models (file sizes as listed on the Hub, GB = 10^9)
+    ("llama-2-7b", "q4_k_m", 4.08), ("llama-2-7b", "q4_0", 3.83), ("llama-2-7b", "q8_0", 7.16),
+    ("llama-2-7b", "q5_k_m", 4.78), ("llama-2-7b", "q6_k", 5.53), ("llama-2-13b", "q4_k_m", 7.87),
+    ("mistral-7b", "q4_k_m", 4.37), ("mixtral-8x7b", "q4_k_m", 26.44),
+])
+def test_gguf_sizes_match_published_files(model, fmt, file_gb):
+    assert abs(vl.weights_bytes(model, fmt) / 1e9 - file_gb) / file_gb < 0.01
+
+
+def test_gguf_mix_upgrades_some_layers():
+    p = vl.get_precision("q4_k_m")
+    assert tensor_bits(p, "attn_q", 32) == Fraction(9, 2)
+    assert Fraction(9, 2) < tensor_bits(p, "attn_v", 32) < Fraction(105, 16)
+
+
+def test_kv_cache_rejects_weight_only_formats():
+    with pytest.raises(vl.InvalidValueError, match="kv_dtype"):
+        vl.kv_cache_bytes("llama-2-7b", 10, dtype="gptq-4bit-g128")
+
+
+def test_inference_breakdown_components():
+    bd = vl.inference_memory("llama-2-13b", weights="fp16", kv_dtype="fp16", tokens=4096, batch=1, attention="sdpa")
+    assert bd["weights"] == 2 * 13_015_864_320
+    assert bd["kv cache"] == 4096 * 819_200
+    assert bd.total == sum(bd.values())
+    eager = vl.inference_memory("llama-2-13b", tokens=4096, attention="eager")
+    assert eager["prefill workspace"] - bd["prefill workspace"] == 40 * 4096**2 * (4 + 2)
+    assert "<table" in bd._repr_html_() and "GiB" in bd._repr_html_()
+    assert bd.fits("A100-80GB") and not bd.fits("RTX-4090") and bd.fits(10**12, headroom=0.5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(kv1=st.sampled_from([1, 2, 4, 5, 8, 10, 20, 40]), kv2=st.sampled_from([1, 2, 4, 5, 8, 10, 20, 40]),
+       tokens=st.integers(1, 200_000), batch=st.integers(1, 64))
+def test_more_kv_heads_never_lowers_kv_bytes(kv1, kv2, tokens, batch):
+    m = vl.get_model("llama-2-13b")
+    lo, hi = sorted([kv1, kv2])
+    assert vl.kv_cache_bytes(m.with_(n_kv_heads=lo), tokens, batch) <= vl.kv_cache_bytes(m.with_(n_kv_heads=hi), tokens, batch)

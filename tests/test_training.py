@@ -1,0 +1,87 @@
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import vramlib as vl
+from vramlib.activations import RECOMPUTE
+
+SRC7 = vl.get_model("source-7b")
+
+
+def states(bd):
+    return sum(v for k, v in bd.items() if k not in ("activations",) and not k.startswith("reserve"))
+
+
+@pytest.mark.parametrize("convention,per_param", [("source-12", 12), ("mixed-fp32-master", 16)])
+def test_conventions_bytes_per_param(convention, per_param):
+    bd = vl.training_memory(SRC7, method="full", convention=convention, precision="bf16", optimizer="adamw")
+    assert states(bd) == per_param * 7 * 10**9
+
+
+def test_deepspeed_convention_18_plus_gather_buffer():
+    bd = vl.training_memory(SRC7, method="full", convention="deepspeed")
+    layer = int(vl.formulas.evaluate(vl.formulas.LAYER_PARAMS, **SRC7.symbols()))
+    embed = SRC7.param_groups()["embed"]
+    assert bd["ZeRO-3 gather buffer"] == 4 * max(layer, embed)
+    assert states(bd) - bd["ZeRO-3 gather buffer"] == 18 * 7 * 10**9
+
+
+def test_source_q15_numbers():
+    bd = vl.training_memory(SRC7, method="full", convention="source-12")
+    assert bd["weights"] == 14 * 10**9 and bd["gradients"] == 14 * 10**9 and bd["optimizer states"] == 56 * 10**9
+    assert states(bd) == 84 * 10**9 > vl.parse_memory("80GB")
+    assert "master weights (fp32)" not in bd
+    assert vl.training_memory(SRC7, convention="mixed-fp32-master")["master weights (fp32)"] == 28 * 10**9
+
+
+def test_lora_params_exact():
+    # LLaMA-1 33B, r = 16, all linear: per layer 16 x (4 x (6656 + 6656) + 2 x (6656 + 17920) + (17920 + 6656))
+    assert vl.lora_params("llama-33b", 16, "all-linear") == 60 * 16 * (4 * 13312 + 3 * 24576) == 121_896_960
+    assert vl.lora_params("llama-2-7b", 8, "qv") == 32 * 8 * 2 * (4096 + 4096)
+    # fused modules (Phi-3): qkv_proj and gate_up_proj are single linears
+    phi = vl.get_model("phi-3-mini")
+    assert vl.lora_params(phi, 16, "attention") == 32 * 16 * ((3072 + 3 * 3072) + (3072 + 3072))
+    with pytest.raises(vl.InvalidValueError, match="qkv_proj"):
+        vl.lora_params(phi, 16, "qv")
+    with pytest.raises(vl.UnknownNameError, match="lora_targets"):
+        vl.lora_params("llama-2-7b", 16, ["q_prj"])
+
+
+def test_qlora_breakdown():
+    bd = vl.training_memory("llama-33b", method="qlora", seq=512, lora_rank=16)
+    assert bd["base weights (nf4-dq)"] == vl.weights_detail("llama-33b", "nf4-dq")["weights"]
+    assert bd["quantization constants"] > 0 and bd["unquantized tensors"] > 0
+    assert bd["LoRA adapters"] == 2 * 121_896_960
+    assert bd["optimizer states"] == 8 * 121_896_960
+    assert bd["master weights (fp32)"] == 4 * 121_896_960
+
+
+def test_8bit_adam_keeps_small_tensors_32bit():
+    m = vl.get_model("llama-2-7b")
+    g = m.param_groups()
+    small = g["norm"] + g["bias"]
+    full8 = vl.optimizer_state_bytes(m, "adamw-8bit")
+    assert full8 == pytest.approx(2.03125 * (m.n_params - small) + 8 * small, abs=1)
+    assert vl.optimizer_state_bytes(m, "sgd") < vl.optimizer_state_bytes(m, "adamw")
+    assert vl.optimizer_state_bytes(m, "adafactor") < vl.optimizer_state_bytes(m, "adamw-8bit")
+
+
+def test_bad_training_inputs():
+    with pytest.raises(vl.UnknownNameError, match="method"):
+        vl.training_memory(SRC7, method="ful")
+    with pytest.raises(vl.UnknownNameError, match="convention"):
+        vl.training_memory(SRC7, convention="deepspeeed")
+    with pytest.raises(vl.InvalidValueError, match="precision"):
+        vl.training_memory(SRC7, precision="int4")
+    with pytest.raises(vl.UnknownNameError, match="optimizer"):
+        vl.training_memory(SRC7, optimizer="adam-9bit")
+
+
+@settings(max_examples=30, deadline=None)
+@given(model=st.sampled_from(["llama-2-7b", "mistral-7b", "qwen2.5-7b", "source-13b"]),
+       seq=st.integers(1, 8192), batch=st.integers(1, 8), method=st.sampled_from(["full", "lora", "qlora"]),
+       attention=st.sampled_from(["eager", "sdpa"]))
+def test_more_recompute_never_raises_training_memory(model, seq, batch, method, attention):
+    totals = [vl.training_memory(model, method=method, seq=seq, micro_batch=batch, recompute=r, attention=attention).total
+              for r in ("none", "selective", "full")]
+    assert totals[0] >= totals[1] >= totals[2]
+    assert list(RECOMPUTE) == ["none", "selective", "full"]

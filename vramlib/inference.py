@@ -1,0 +1,95 @@
+"""Inference memory: weights (any format), KV cache (MHA/GQA/MQA), prefill workspace, reserve.
+
+Used in: chapters 1, 5, 6, 7, 8, 13, 14, 15.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+from . import formulas as F
+from .breakdown import Breakdown
+from .errors import check_choice, check_positive_int
+from .models import ModelSpec, get_model
+from .precision import LINEAR_KINDS, get_precision, kv_bytes_per_element, tensor_bits
+from .units import parse_memory
+
+ATTENTION = ("eager", "sdpa", "flash")
+DEFAULT_RESERVE = "0.5GB"
+"""CUDA context and framework allocations; the source's 'other 0.5 GB' (chapter 1)."""
+
+
+def weights_detail(model: ModelSpec | str, dtype: str = "fp16") -> dict[str, int]:
+    """Weights split into ``weights`` (the raw quantized bits), ``quantization constants`` (scales, zeros,
+    absmax) and ``unquantized tensors`` (embeddings, LM head, norms, biases a format keeps in 16/32 bits).
+
+    A model with a nominal size (the source's shapes) stores nominal x bits, as the source computes.
+    """
+    m = get_model(model)
+    p = get_precision(dtype, field="weights")
+    if m.nominal_params is not None or (not p.keeps and p.gguf is None):
+        total = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=m.weight_params, b_q=p.bits, N_u=0, b_u=16))
+        return {"weights": total}
+    groups = {k: v for k, v in m.param_groups().items() if v}
+    kept = {k: v for k, v in groups.items() if k in dict(p.keeps)}
+    quant = {k: v for k, v in groups.items() if k not in kept}
+    n_q, n_u = sum(quant.values()), sum(kept.values())
+    bits = {k: tensor_bits(p, k, m.n_layers, m.gqa_group, m.n_experts) for k in groups}
+    b_q = sum((quant[k] * bits[k] for k in quant), Fraction(0)) / n_q if n_q else Fraction(1)
+    b_u = sum((kept[k] * bits[k] for k in kept), Fraction(0)) / n_u if n_u else Fraction(16)
+    total = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=n_q, b_q=b_q, N_u=n_u, b_u=b_u))
+    unq = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=0, b_q=1, N_u=n_u, b_u=b_u))
+    if p.gguf:  # llama.cpp mixes: block scales are inside each type's bits; report the mix as one figure
+        return {"weights": total - unq, "unquantized tensors": unq}
+    raw = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=n_q, b_q=p.bits.__floor__(), N_u=0, b_u=16))
+    return {"weights": raw, "quantization constants": total - raw - unq, "unquantized tensors": unq}
+
+
+def weights_bytes(model: ModelSpec | str, dtype: str = "fp16") -> int:
+    """Bytes of the model's weights in ``dtype``, format overheads and unquantized tensors included."""
+    return sum(weights_detail(model, dtype).values())
+
+
+def kv_bytes_per_token(model: ModelSpec | str, dtype: str = "fp16") -> int:
+    """KV cache of one token of one sequence: 2 x layers x KV heads x head dim x bytes."""
+    return kv_cache_bytes(model, tokens=1, batch=1, dtype=dtype)
+
+
+def kv_cache_bytes(model: ModelSpec | str, tokens: int, batch: int = 1, dtype: str = "fp16") -> int:
+    """KV cache for ``batch`` sequences of ``tokens`` tokens (evaluates formulas.KV_CACHE_BYTES)."""
+    m = get_model(model)
+    tokens, batch = check_positive_int("tokens", tokens), check_positive_int("batch", batch)
+    return F.to_int_bytes(F.evaluate(F.KV_CACHE_BYTES, L=m.n_layers, n_kv=m.n_kv_heads, d_head=m.head_dim,
+                                     b_kv=kv_bytes_per_element(dtype), T=tokens, B=batch))
+
+
+def prefill_workspace_bytes(model: ModelSpec | str, tokens: int, batch: int = 1, dtype: str = "fp16",
+                            attention: str = "sdpa", chunk: int | None = None) -> int:
+    """Transient prefill peak (formulas.PREFILL_WORKSPACE_BYTES); ``chunk`` caps the tokens per prefill step."""
+    m = get_model(model)
+    tokens, batch = check_positive_int("tokens", tokens), check_positive_int("batch", batch)
+    attention = check_choice("attention", attention, ATTENTION)
+    if chunk is not None:
+        tokens = min(tokens, check_positive_int("chunk", chunk))
+    b_a = get_precision(dtype, field="activation_dtype")
+    if not b_a.is_float:
+        b_a = get_precision("fp16")
+    return F.to_int_bytes(F.evaluate(F.PREFILL_WORKSPACE_BYTES, B=batch, T=tokens, h=m.hidden, f=m.ffn,
+                                     b_a=b_a.bytes_per_element, e_att=int(attention == "eager"),
+                                     n_h=m.n_heads, V=m.vocab))
+
+
+def inference_memory(model: ModelSpec | str, weights: str = "fp16", kv_dtype: str = "fp16", tokens: int = 4096,
+                     batch: int = 1, attention: str = "sdpa", reserve: int | str = DEFAULT_RESERVE,
+                     activation_dtype: str | None = None, prefill_chunk: int | None = None) -> Breakdown:
+    """Peak memory to serve ``batch`` sequences of ``tokens`` tokens: weights, KV cache, prefill workspace, reserve.
+
+    Activations are computed in ``activation_dtype`` (default: fp16, or the weights' format if it is a float).
+    """
+    m = get_model(model)
+    wdet = weights_detail(m, weights)
+    act = activation_dtype or (weights if get_precision(weights, field="weights").is_float else "fp16")
+    parts = dict(wdet)
+    parts["kv cache"] = kv_cache_bytes(m, tokens, batch, kv_dtype)
+    parts["prefill workspace"] = prefill_workspace_bytes(m, tokens, batch, act, attention, prefill_chunk)
+    parts["reserve (CUDA context, framework)"] = parse_memory(reserve, field="reserve")
+    return Breakdown(parts, title=f"{m.name}: {weights} weights, {kv_dtype} KV, {batch} x {tokens:,} tokens, {attention}")

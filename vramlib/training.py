@@ -1,0 +1,182 @@
+"""Training memory: weights, gradients, master weights, optimizer states, activations, LoRA/QLoRA adapters.
+
+Conventions are parameters, not hidden choices (chapters 3, 4, 9, 10, 15 compare them):
+
+* ``source-12``: the source document's 2 + 2 + 8 = 12 B/param (fp16 weights, fp16 gradients, Adam m and v).
+* ``mixed-fp32-master``: mixed precision with an fp32 master copy, 2 + 2 + 4 + 8 = 16 B/param
+  (Rajbhandari et al. 2020, ZeRO, section 3.1: "2Ψ + 2Ψ + KΨ" with K = 12).
+* ``deepspeed``: DeepSpeed's ``estimate_zero3_model_states_mem_needs`` accounting, 18 B/param
+  (2 weights + 4 fp32 gradients + 4 master + 8 Adam) plus 4 B x the largest layer's parameters
+  for the gathered layer.
+
+Used in: chapters 2, 3, 4, 9, 10, 14, 15.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from . import formulas as F
+from .activations import RECOMPUTE, activation_bytes
+from .breakdown import Breakdown
+from .errors import InvalidValueError, UnknownNameError, check_choice, check_positive_int
+from .inference import ATTENTION, DEFAULT_RESERVE, weights_detail
+from .models import MLP_MODULES, ModelSpec, get_model
+from .precision import get_precision
+from .units import parse_memory
+
+METHODS = ("full", "lora", "qlora")
+
+
+@dataclass(frozen=True)
+class Convention:
+    """Bytes per trainable parameter for the compute copy, the gradient and the master copy (half precision)."""
+
+    name: str
+    weight: int
+    grad: int
+    master: int
+    gather_buffer_per_param: int
+    source: str
+
+
+CONVENTIONS: dict[str, Convention] = {
+    "source-12": Convention("source-12", 2, 2, 0, 0, "the source document: 2 + 2 + 8 bytes"),
+    "mixed-fp32-master": Convention("mixed-fp32-master", 2, 2, 4, 0,
+                                    "Rajbhandari et al. 2020 (ZeRO): 2 + 2 + 12 bytes with Adam"),
+    "deepspeed": Convention("deepspeed", 2, 4, 4, 4,
+                            "DeepSpeed estimate_zero3_model_states_mem_needs: 18 bytes + 4 x largest layer"),
+}
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """Optimizer state per trainable parameter; ``factored`` = Adafactor's row + column statistics."""
+
+    name: str
+    bytes_per_param: Fraction
+    small_tensor_bytes: Fraction
+    factored: bool
+    source: str
+
+
+# bitsandbytes 8-bit optimizers: two uint8 states, blockwise fp32 absmax per 256 values; tensors with
+# fewer than 4096 elements (norms, biases) keep 32-bit states (min_8bit_size). Paged variants hold
+# the same bytes but let the driver page them to CPU memory under pressure.
+_BNB8 = 2 * (1 + Fraction(4, 256))
+OPTIMIZERS: dict[str, Optimizer] = {
+    "adamw": Optimizer("adamw", Fraction(8), Fraction(8), False, "PyTorch AdamW: fp32 exp_avg + exp_avg_sq"),
+    "paged-adamw": Optimizer("paged-adamw", Fraction(8), Fraction(8), False, "bitsandbytes PagedAdamW (32-bit)"),
+    "adamw-8bit": Optimizer("adamw-8bit", _BNB8, Fraction(8), False, "bitsandbytes AdamW8bit (Dettmers et al. 2022)"),
+    "paged-adamw-8bit": Optimizer("paged-adamw-8bit", _BNB8, Fraction(8), False, "bitsandbytes PagedAdamW8bit"),
+    "sgd": Optimizer("sgd", Fraction(4), Fraction(4), False, "PyTorch SGD with momentum: one fp32 buffer"),
+    "adafactor": Optimizer("adafactor", Fraction(0), Fraction(4), True,
+                           "Shazeer & Stern 2018; HF Adafactor without momentum: fp32 row + column sums"),
+}
+
+LORA_TARGETS = ("all-linear", "attention", "qv")
+
+
+def lora_modules(model: ModelSpec, targets: str | tuple[str, ...] | list[str] = "all-linear") -> list[str]:
+    """Linear module names a LoRA config targets, as peft would find them in this architecture."""
+    have = model.linear_modules()
+    if isinstance(targets, str):
+        key = check_choice("lora_targets", targets, LORA_TARGETS)
+        if key == "all-linear":
+            return have
+        if key == "attention":
+            return [x for x in have if x in ("q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj")]
+        if "qkv_proj" in have:
+            raise InvalidValueError("lora_targets", "qv", f"{model.name} fuses q, k and v into qkv_proj; use 'attention'")
+        return ["q_proj", "v_proj"]
+    out = []
+    for t in targets:
+        if t not in have:
+            raise UnknownNameError("lora_targets", t, have)
+        out.append(t)
+    if not out:
+        raise InvalidValueError("lora_targets", targets, "name at least one linear module")
+    return out
+
+
+def lora_params(model: ModelSpec | str, rank: int = 16, targets: str | tuple[str, ...] | list[str] = "all-linear") -> int:
+    """Exact adapter parameters: r (in + out) per targeted linear, every layer, every expert."""
+    m = get_model(model)
+    rank = check_positive_int("lora_rank", rank)
+    vals = m.symbols()
+    total = 0
+    for mod in lora_modules(m, targets):
+        io = int(F.evaluate(F.LORA_IN_OUT[mod], **vals))
+        copies = vals["n_mlp"] if mod in MLP_MODULES else 1
+        total += copies * int(F.evaluate(F.LORA_PARAMS_PER_MODULE, r=rank, io=io))
+    return m.n_layers * total
+
+
+def optimizer_state_bytes(model: ModelSpec | str, optimizer: str = "adamw", trainable: int | None = None,
+                          lora_rank: int | None = None, lora_targets="all-linear") -> int:
+    """Optimizer state for the trainable parameters (all of them, or the LoRA adapters when lora_rank is set)."""
+    m = get_model(model)
+    opt = OPTIMIZERS[check_choice("optimizer", optimizer, OPTIMIZERS)]
+    vals = m.symbols()
+    if lora_rank is not None:
+        n = lora_params(m, lora_rank, lora_targets)
+        if opt.factored:  # A (r x in) and B (out x r): rows + columns of each
+            mods = lora_modules(m, lora_targets)
+            rc = sum(int(F.evaluate(F.LORA_IN_OUT[x], **vals)) + 2 * lora_rank for x in mods)
+            return int(opt.small_tensor_bytes) * m.n_layers * rc
+        return F.to_int_bytes(opt.bytes_per_param * n)
+    groups = m.param_groups()
+    n = trainable if trainable is not None else m.weight_params
+    small = groups["norm"] + groups["bias"]
+    if opt.factored:
+        rc = sum(int(F.evaluate(F.LORA_IN_OUT[x], **vals)) * (vals["n_mlp"] if x in MLP_MODULES else 1)
+                 for x in m.linear_modules()) * m.n_layers
+        rc += (m.vocab + m.hidden) * (1 if m.tied_embeddings else 2) + small
+        return int(opt.small_tensor_bytes) * rc
+    return F.to_int_bytes(opt.bytes_per_param * (n - small) + opt.small_tensor_bytes * small)
+
+
+def training_memory(model: ModelSpec | str, method: str = "full", seq: int = 2048, micro_batch: int = 1,
+                    precision: str = "bf16", optimizer: str = "adamw", convention: str = "mixed-fp32-master",
+                    recompute: str = "none", attention: str = "sdpa", lora_rank: int = 16,
+                    lora_targets: str | tuple[str, ...] = "all-linear", base_weights: str | None = None,
+                    activation_style: str = "hf", reserve: int | str = DEFAULT_RESERVE) -> Breakdown:
+    """Peak memory of one training step on one GPU (no sharding; see vramlib.parallel for ZeRO/TP/PP).
+
+    ``method``: full | lora | qlora. ``base_weights``: storage of frozen base weights (lora: ``precision``;
+    qlora: ``nf4-dq``). ``convention``: source-12 | mixed-fp32-master | deepspeed.
+    """
+    m = get_model(model)
+    method = check_choice("method", method, METHODS)
+    conv = CONVENTIONS[check_choice("convention", convention, CONVENTIONS)]
+    prec = get_precision(precision, field="precision")
+    if prec.name not in ("bf16", "fp16", "fp32"):
+        raise InvalidValueError("precision", precision, "training computes in bf16, fp16 or fp32")
+    check_choice("attention", attention, ATTENTION)
+    check_choice("recompute", recompute, RECOMPUTE)
+    half = prec.name != "fp32"
+    b_w, b_g, b_m = (conv.weight, conv.grad, conv.master) if half else (4, 4, 0)
+    parts: dict[str, int] = {}
+    if method == "full":
+        n_t = m.weight_params
+        parts["weights"] = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=n_t, b_q=8 * b_w, N_u=0, b_u=16))
+        opt = optimizer_state_bytes(m, optimizer)
+    else:
+        base = base_weights or ("nf4-dq" if method == "qlora" else prec.name)
+        for k, v in weights_detail(m, base).items():
+            parts[k if k != "weights" else f"base weights ({base})"] = v
+        n_t = lora_params(m, lora_rank, lora_targets)
+        parts["LoRA adapters"] = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=n_t, b_q=8 * b_w, N_u=0, b_u=16))
+        opt = optimizer_state_bytes(m, optimizer, lora_rank=lora_rank, lora_targets=lora_targets)
+    parts["gradients"] = int(F.evaluate(F.MODEL_STATES_BYTES, N_t=n_t, b_w=0, b_g=b_g, b_m=0, b_o=0))
+    if b_m:
+        parts["master weights (fp32)"] = int(F.evaluate(F.MODEL_STATES_BYTES, N_t=n_t, b_w=0, b_g=0, b_m=b_m, b_o=0))
+    parts["optimizer states"] = opt
+    if conv.gather_buffer_per_param and method == "full" and half:
+        largest = max(m.param_groups()["embed"], int(F.evaluate(F.LAYER_PARAMS, **m.symbols())))
+        parts["ZeRO-3 gather buffer"] = conv.gather_buffer_per_param * largest
+    parts["activations"] = activation_bytes(m, seq=seq, batch=micro_batch, dtype=prec.name, attention=attention,
+                                            recompute=recompute, style=activation_style, scope="model")
+    parts["reserve (CUDA context, framework)"] = parse_memory(reserve, field="reserve")
+    return Breakdown(parts, title=f"{m.name}: {method} fine-tuning, {precision}, {optimizer}, {convention}, "
+                                  f"seq {seq:,} x {micro_batch}, recompute {recompute}")
