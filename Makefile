@@ -1,0 +1,45 @@
+# The two commands of the README: `make book` and `make test`. Everything else is a helper.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+JB_FLAGS := -W -n --keep-going
+
+.PHONY: book test deps dev-deps unit notebooks papermill build-strict refresh bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.deps: requirements.txt pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.dev-deps: requirements-dev.txt $(VENV)/.deps
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	touch $@
+
+deps: $(VENV)/.deps
+dev-deps: $(VENV)/.dev-deps
+
+## make book: build the HTML book and say where it is
+book: $(VENV)/.deps
+	$(BIN)/jupyter-book build . $(JB_FLAGS)
+	@echo "The book is at $(CURDIR)/_build/html/index.html"
+
+## make test: unit + property tests, nbval, papermill scenarios, strict book build
+test: $(VENV)/.dev-deps
+	$(BIN)/python -m pytest tests -q
+	$(BIN)/python -m pytest -q --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly book/
+	$(BIN)/jupyter-book build . $(JB_FLAGS)
+	@echo "make test: all steps passed"
+
+## make refresh: re-execute the notebooks in place (after a library change; nbval then compares against these)
+refresh: $(VENV)/.deps
+	for nb in book/*.ipynb; do $(BIN)/jupyter execute --inplace "$$nb" || exit 1; done
+
+bench: $(VENV)/.deps
+	$(BIN)/python tools/bench.py
+
+clean:
+	rm -rf _build
