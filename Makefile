@@ -36,7 +36,7 @@ test: $(VENV)/.dev-deps
 
 ## make refresh: re-execute the notebooks in place (after a library change; nbval then compares against these)
 refresh: $(VENV)/.deps
-	for nb in book/*.ipynb; do $(BIN)/jupyter execute --inplace "$$nb" || exit 1; done
+	$(BIN)/python tools/refresh_notebooks.py
 
 bench: $(VENV)/.deps
 	$(BIN)/python tools/bench.py

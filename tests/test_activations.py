@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import sympy as sp
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 import vramlib as vl
 from vramlib import activations as A
@@ -220,10 +220,13 @@ def test_more_recompute_never_raises_activations(shape, dtype, attention, scope,
 @given(shapes(), st.sampled_from(["bf16", "fp32"]))
 def test_eager_keeps_at_least_what_sdpa_keeps(shape, dtype):
     m, seq, batch = shape
+    # with a fused q|k|v (Phi-3) sdpa keeps the whole projection output alive; the eager s^2 tensors
+    # outgrow that once s exceeds about 2 d_head (hypothesis found s = 512 = 2 d_head with one head)
+    assume(seq > 2 * m.head_dim)
     for scope in A.SCOPES:
         eager = vl.activation_bytes(m, seq, batch, dtype, attention="eager", scope=scope)
         sdpa = vl.activation_bytes(m, seq, batch, dtype, attention="sdpa", scope=scope)
-        assert eager >= sdpa * 0.99  # the eager s^2 tensors outgrow sdpa's log-sum-exp for any s
+        assert eager >= sdpa * 0.99
 
 
 def test_model_scope_adds_layers_and_head():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from chapters import SCENARIOS
+from scenarios import SCENARIOS
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
 NOTEBOOKS = sorted(p for p in BOOK.glob("*.ipynb"))

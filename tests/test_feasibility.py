@@ -1,4 +1,3 @@
-import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 import vramlib as vl

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from vramlib.errors import InvalidValueError, UnknownNameError, VramlibError
-from vramlib.hardware import GPU, GPUS, get_gpu, list_gpus, normalise_gpu_name
+from vramlib.hardware import GPUS, get_gpu, list_gpus, normalise_gpu_name
 
 MIB = 2**20
 

@@ -18,7 +18,7 @@ from .models import ModelSpec, catalogue, get_model, model_names
 from .precision import Precision, get_precision, precision_names
 from .training import CONVENTIONS, METHODS, OPTIMIZERS, lora_params, optimizer_state_bytes, training_memory
 from .units import GB, GiB, fmt_bytes, gb, gib, parse_memory
-from . import audit, exercises, formulas, symbols, units, viz, widgets  # noqa: E402  (submodules as attributes)
+from . import audit, exercises, formulas, symbols, units, viz, widgets  # noqa: E402,F401  (submodules as attributes)
 
 __all__ = [
     "Breakdown", "CONVENTIONS", "ConfigError", "GB", "GPU", "GiB", "InvalidValueError", "METHODS", "ModelSpec",

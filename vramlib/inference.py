@@ -10,7 +10,7 @@ from . import formulas as F
 from .breakdown import Breakdown
 from .errors import check_choice, check_positive_int
 from .models import ModelSpec, get_model
-from .precision import LINEAR_KINDS, get_precision, kv_bytes_per_element, tensor_bits
+from .precision import get_precision, kv_bytes_per_element, tensor_bits
 from .units import parse_memory
 
 ATTENTION = ("eager", "sdpa", "flash")
