@@ -91,8 +91,8 @@ class Breakdown(Mapping[str, int]):
             f"<th style='text-align:right'>{gib(self.total):,.2f}</th><th></th></tr></tfoot></table>{notes}"
         )
 
-    def plot(self, ax=None, capacity=None, label: str | None = None, x: float = 0.0):
-        """Stacked bar of the components (GB) on ``ax``; a dashed line at ``capacity`` if given. See viz."""
+    def plot(self, ax=None, capacity=None, label: str | None = None):
+        """Stacked bar of the components (GB) on ``ax``; a dashed line at ``capacity`` bytes if given (viz.stacked_bars)."""
         from .viz import stacked_bars
 
         return stacked_bars([self], labels=[label or self.title], ax=ax, capacity=capacity)
