@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 JB_FLAGS := -W -n --keep-going
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: book test deps dev-deps unit notebooks papermill build-strict refresh bench clean
 
@@ -27,11 +28,15 @@ book: $(VENV)/.deps
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
 	@echo "The book is at $(CURDIR)/_build/html/index.html"
 
-## make test: unit + property tests, nbval, papermill scenarios, strict book build
+## make test: unit + property tests, nbval, papermill scenarios, strict book build, then the built book in a
+## real browser (calculators vs vramlib, console errors, dead controls, search) and the page weights
 test: $(VENV)/.dev-deps
 	$(BIN)/python -m pytest tests -q
 	$(BIN)/python -m pytest -q --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly book/
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
+	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || { $(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver; }
+	VRAMLIB_BROWSER_TESTS=1 $(BIN)/python -m pytest tests/browser -q -p no:randomly
+	$(BIN)/python tools/page_weight.py
 	@echo "make test: all steps passed"
 
 ## make refresh: re-execute the notebooks in place (after a library change; nbval then compares against these)
@@ -40,6 +45,7 @@ refresh: $(VENV)/.deps
 
 bench: $(VENV)/.deps
 	$(BIN)/python tools/bench.py
+	$(BIN)/python tools/bench_plan.py
 
 clean:
 	rm -rf _build

@@ -8,6 +8,7 @@ them. Change a formula here and all three change.
 """
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from functools import lru_cache
 from typing import Callable
@@ -128,7 +129,7 @@ class _ExactPrinter(PythonCodePrinter):
 def compile_exact(expr: sp.Expr) -> tuple[tuple[str, ...], Callable]:
     """Lambdify ``expr`` once over its free symbols (sorted by name) with exact arithmetic."""
     args = tuple(sorted(expr.free_symbols, key=lambda s: s.name))
-    fn = sp.lambdify(args, expr, modules=[{"Fraction": Fraction}, "math"], printer=_ExactPrinter)
+    fn = sp.lambdify(args, expr, modules=[{"Fraction": Fraction, "math": math}, "math"], printer=_ExactPrinter)
     return tuple(a.name for a in args), fn
 
 

@@ -287,6 +287,11 @@ SOURCE_SHAPES: dict[str, ModelSpec] = {
                             source="the source, question 3: N = 30B with h 6656, L 60"),
     "source-33b": ModelSpec("source-33b", 60, 6656, 52, 52, 128, 17920, 32000, nominal_params=33 * 10**9,
                             source="the source, question 2: LLaMA-1 33B, 60 layers, hidden 6656, 52 heads"),
+    "source-175b": ModelSpec("source-175b", 96, 12288, 96, 96, 128, 49152, 50257, gated_mlp=False, qkv_bias=True,
+                             attn_out_bias=True, mlp_bias=True, tied_embeddings=True, norm="layernorm",
+                             learned_positions=2048, max_context=2048, nominal_params=175 * 10**9, family="gpt2",
+                             source="the source, question 12: 175B (GPT-3 shape, Brown et al. 2020: 96 layers, "
+                                    "d_model 12288)"),
 }
 
 

@@ -173,8 +173,9 @@ def training_memory(model: ModelSpec | str, method: str = "full", seq: int = 204
         parts["master weights (fp32)"] = int(F.evaluate(F.MODEL_STATES_BYTES, N_t=n_t, b_w=0, b_g=0, b_m=b_m, b_o=0))
     parts["optimizer states"] = opt
     if conv.gather_buffer_per_param and method == "full" and half:
-        largest = max(m.param_groups()["embed"], int(F.evaluate(F.LAYER_PARAMS, **m.symbols())))
-        parts["ZeRO-3 gather buffer"] = conv.gather_buffer_per_param * largest
+        from .parallel import largest_module_params  # parallel builds on this module
+
+        parts["ZeRO-3 gather buffer"] = F.to_int_bytes(conv.gather_buffer_per_param * largest_module_params(m))
     parts["activations"] = activation_bytes(m, seq=seq, batch=micro_batch, dtype=prec.name, attention=attention,
                                             recompute=recompute, style=activation_style, scope="model")
     parts["reserve (CUDA context, framework)"] = parse_memory(reserve, field="reserve")

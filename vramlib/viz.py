@@ -19,7 +19,8 @@ def component_colour(name: str, order: Sequence[str] = ()) -> str:
     key = name.split(" (")[0].lower()
     fixed = {"weights": 0, "base weights": 0, "kv cache": 1, "activations": 2, "prefill workspace": 2,
              "gradients": 3, "optimizer states": 5, "master weights": 4, "quantization constants": 6,
-             "unquantized tensors": 7, "reserve": 8, "lora adapters": 4}
+             "unquantized tensors": 7, "reserve": 8, "lora adapters": 4, "zero-3 gather buffer": 6,
+             "communication buckets": 7, "16-bit gradients": 3}
     for k, i in fixed.items():
         if key.startswith(k):
             return PALETTE[i]
