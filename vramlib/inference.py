@@ -5,6 +5,7 @@ Used in: chapters 1, 5, 6, 7, 8, 13, 14, 15.
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import lru_cache
 
 from . import formulas as F
 from .breakdown import Breakdown
@@ -24,8 +25,16 @@ def weights_detail(model: ModelSpec | str, dtype: str = "fp16") -> dict[str, int
 
     A model with a nominal size (the source's shapes) stores nominal x bits, as the source computes.
     """
-    m = get_model(model)
-    p = get_precision(dtype, field="weights")
+    return dict(_weights_detail(get_model(model), get_precision(dtype, field="weights")))
+
+
+@lru_cache(maxsize=4096)
+def _weights_detail(m: ModelSpec, p) -> tuple[tuple[str, int], ...]:
+    """Cached core of weights_detail (GGUF mixes resolve per-layer types; solvers call this many times)."""
+    return tuple(_weights_detail_uncached(m, p).items())
+
+
+def _weights_detail_uncached(m: ModelSpec, p) -> dict[str, int]:
     if m.nominal_params is not None or (not p.keeps and p.gguf is None):
         total = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=m.weight_params, b_q=p.bits, N_u=0, b_u=16))
         return {"weights": total}
