@@ -32,3 +32,4 @@ __version__ = "0.1.0"
 from .parallel import DeepSpeedEstimate, ParallelPlan, PlanMemory, deepspeed_zero2_estimate, deepspeed_zero3_estimate, largest_module_params, plan_memory, zero_model_states  # noqa: E402,F401
 from .planning import ModelFamily, PipelineBalance, PlanSearch, balance_pipeline, largest_trainable_model, max_params_model_states, min_gpus_for_training, search_plans  # noqa: E402,F401
 from .serving import ServingCapacity, Roofline, cost_per_million_tokens, decode_curve, fit_map, plot_fit_map, roofline, serving_kv_capacity, vllm_default_batch  # noqa: E402,F401
+from .report import Fit, Hardware, fit_inference, fit_training, inference_memory_tp, parse_hardware  # noqa: E402,F401

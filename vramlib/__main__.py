@@ -1,0 +1,4 @@
+"""``python -m vramlib``: the command line (see :mod:`vramlib.cli`)."""
+from .cli import main
+
+raise SystemExit(main())
