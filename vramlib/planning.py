@@ -179,6 +179,14 @@ def balance_verdict(totals: Sequence[int], capacity: int | None = None, peak_sha
     return ("meets" if ok else "fails") + " the source's criterion: " + "; ".join(parts)
 
 
+def peak_limit(gpu: GPU | str | int, peak_share: float = 0.9) -> int:
+    """The source's ceiling for a stage's peak: ``peak_share`` (90%) of the card's memory, in bytes (rounded down),
+    the same threshold :func:`balance_verdict` applies. Chapters 11, 12."""
+    if isinstance(peak_share, bool) or not isinstance(peak_share, (int, float, Fraction)) or not 0 < peak_share <= 1:
+        raise InvalidValueError("peak_share", peak_share, "must be a fraction in (0, 1]")
+    return int(_capacity(gpu) * Fraction(peak_share).limit_denominator())
+
+
 def _layer_costs(spec: ModelSpec, plan: ParallelPlan, seq: int, convention: str, precision: str, optimizer: str,
                  moe_layers) -> tuple[list[float], float]:
     """Per-layer model-state bytes (one rank) and per-layer activation bytes of one micro-batch (megatron)."""
@@ -777,5 +785,5 @@ __all__ = [
     "ModelFamily", "PipelineBalance", "PlanSearch", "RankedPlan", "TOKENS_PER_SECOND", "T_STEP", "balance_pipeline",
     "balance_verdict", "get_family", "largest_trainable_model", "largest_trainable_table", "max_params_model_states",
     "min_gpus_for_training",
-    "max_params_zero_expr", "npeval", "search_plans", "spread",
+    "max_params_zero_expr", "npeval", "peak_limit", "search_plans", "spread",
 ]

@@ -14,11 +14,11 @@ from ..errors import VramlibError
 from ..hardware import GPUS, get_gpu
 from ..models import get_model
 from ..parallel import OFFLOAD, ParallelPlan, PlanMemory, plan_memory
-from ..planning import balance_pipeline, search_plans
+from ..planning import balance_pipeline, balance_verdict, search_plans
 from ..training import CONVENTIONS
 from ..units import fmt_bytes, gb, gib
 from ..viz import breakdown_svg
-from . import Computed, render
+from . import Computed, render, with_static_view
 
 StagesComputed = tuple[tuple[Breakdown, ...], "int | None", str]
 """Per-stage panels: the Breakdown of every stage, the capacity, a verdict line."""
@@ -32,11 +32,11 @@ def _model(model, n_heads: int | None, n_kv_heads: int | None):
 
 
 def _plan(tp, pp, dp, zero, recompute, micro_batch, n_micro, sequence_parallel, offload_optimizer, offload_params,
-          virtual_stages=1) -> ParallelPlan:
+          virtual_stages=1, schedule="1f1b") -> ParallelPlan:
     return ParallelPlan(tp=tp, pp=pp, dp=dp, zero=int(zero), recompute=recompute, micro_batch=micro_batch,
                         n_micro=n_micro, sequence_parallel=bool(sequence_parallel) and tp > 1,
                         offload_optimizer=offload_optimizer, offload_params=offload_params,
-                        virtual_stages=virtual_stages)
+                        virtual_stages=virtual_stages, schedule=schedule)
 
 
 def _verdict(pm: PlanMemory, cap: int) -> str:
@@ -59,11 +59,11 @@ def plan_memory_compute(model, gpu: str, tp: int = 1, pp: int = 1, dp: int = 1, 
                         convention: str = "mixed-fp32-master", sequence_parallel: bool = False,
                         offload_optimizer: str = "none", offload_params: str = "none", method: str = "full",
                         n_heads: int | None = None, n_kv_heads: int | None = None, precision: str = "bf16",
-                        virtual_stages: int = 1) -> PlanMemory:
+                        virtual_stages: int = 1, schedule: str = "1f1b") -> PlanMemory:
     """The PlanMemory behind the panels (chapters 3, 4, 11, 12)."""
     m = _model(model, n_heads, n_kv_heads)
     plan = _plan(tp, pp, dp, zero, recompute, micro_batch, n_micro, sequence_parallel, offload_optimizer,
-                 offload_params, virtual_stages)
+                 offload_params, virtual_stages, schedule)
     return plan_memory(m, plan, seq, method=method, convention=convention, precision=precision)
 
 
@@ -85,12 +85,22 @@ def balance_stages_compute(model, gpu: str, pp: int = 4, tp: int = 1, dp: int = 
                            recompute: str = "none", micro_batch: int = 1, n_micro: int = 8, seq: int = 2048,
                            convention: str = "mixed-fp32-master", sequence_parallel: bool = False,
                            n_heads: int | None = None, n_kv_heads: int | None = None,
-                           balanced: bool = True) -> StagesComputed:
-    """The balanced split (or the even split, ``balanced=False``) stage by stage, with both verdicts (chapter 11)."""
+                           balanced: bool = True, precision: str = "bf16", schedule: str = "1f1b",
+                           virtual_stages: int = 1) -> StagesComputed:
+    """The balanced split (or the even split, ``balanced=False``) stage by stage, with both verdicts (chapter 11).
+    ``schedule``: "1f1b" or "gpipe"; ``virtual_stages`` > 1 (interleaved 1F1B): the even split, since the balancer
+    splits contiguous stages."""
     m = _model(model, n_heads, n_kv_heads)
     card = get_gpu(gpu)
-    plan = _plan(tp, pp, dp, zero, recompute, micro_batch, n_micro, sequence_parallel, "none", "none")
-    res = balance_pipeline(m, plan, seq, gpu=card, convention=convention)
+    plan = _plan(tp, pp, dp, zero, recompute, micro_batch, n_micro, sequence_parallel, "none", "none",
+                 virtual_stages, schedule)
+    if plan.virtual_stages > 1:
+        pm = plan_memory(m, plan, seq, convention=convention, precision=precision, activation_style="megatron")
+        verdict = (f"Interleaved 1F1B, {plan.virtual_stages} model chunks per GPU (the balancer splits contiguous "
+                   f"stages only): even split {list(pm.stage_layers)}, peak {gb(pm.total):.1f} GB, "
+                   f"{balance_verdict([bd.total for bd in pm.stages], card.memory_bytes)}.")
+        return pm.stages, card.memory_bytes, verdict
+    res = balance_pipeline(m, plan, seq, gpu=card, convention=convention, precision=precision)
     stages = res.stages if balanced else res.even_stages
     verdict = (f"Balanced split {list(res.layers)}: peak {gb(res.peak):.1f} GB, {res.verdict}. "
                f"Even split {list(res.even_layers)}: peak {gb(res.even_peak):.1f} GB, {res.even_verdict}.")
@@ -137,26 +147,33 @@ def evaluate_stages_panel(compute: Callable[..., StagesComputed], values: Mappin
         return render(VramlibError(f"internal error ({type(e).__name__}): {e}; please report it"))
 
 
-def stages_panel(compute: Callable[..., StagesComputed], controls: Mapping[str, Any]):
-    """An ipywidgets VBox whose output shows one bar per pipeline stage."""
+def stages_panel(compute: Callable[..., StagesComputed], controls: Mapping[str, Any],
+                 fixed: Mapping[str, Any] | None = None):
+    """An ipywidgets VBox whose output shows one bar per pipeline stage: ``compute(**fixed, **values)``.
+
+    Give ``compute`` as the named function (``plan_stages_compute``) and its non-control arguments as ``fixed``
+    (``{"model": m}``): the static book then runs the calculator of the same name (``vramlib/js/parallel.js``)."""
     import ipywidgets as w
 
+    fixed = dict(fixed or {})
     out = w.HTML()
 
     def update(_=None) -> None:
-        out.value = evaluate_stages_panel(compute, {k: c.value for k, c in controls.items()})
+        out.value = evaluate_stages_panel(compute, {**fixed, **{k: c.value for k, c in controls.items()}})
 
     for c in controls.values():
         c.observe(update, names="value")
     update()
-    return w.VBox([w.HBox(list(controls.values())[i:i + 3]) for i in range(0, len(controls), 3)] + [out])
+    box = w.VBox([w.HBox(list(controls.values())[i:i + 3]) for i in range(0, len(controls), 3)] + [out])
+    return with_static_view(box, controls, out.value, compute=compute, fixed=fixed)
 
 
 def plan_controls(model, gpu: str = "a100-80gb", tp: int = 1, pp: int = 1, dp: int = 8, zero: int = 3,
                   recompute: str = "none", micro_batch: int = 1, n_micro: int = 1, seq: int = 2048,
-                  convention: str = "mixed-fp32-master", offload: bool = True) -> dict[str, Any]:
-    """The knobs: heads, KV heads, GPU, TP, PP, DP, ZeRO, recompute, micro-batch, micro-batches, sequence,
-    convention, sequence parallel (and offload). Chapters 3, 4, 11, 12."""
+                  convention: str = "mixed-fp32-master", offload: bool = True, precision: str = "bf16",
+                  sequence_parallel: bool | None = None) -> dict[str, Any]:
+    """The knobs: heads, KV heads, precision, GPU, TP, PP, DP, ZeRO, recompute, micro-batch, micro-batches,
+    sequence, convention, sequence parallel (default: on when tp > 1) and offload. Chapters 3, 4, 11, 12."""
     import ipywidgets as w
 
     m = get_model(model)
@@ -164,6 +181,8 @@ def plan_controls(model, gpu: str = "a100-80gb", tp: int = 1, pp: int = 1, dp: i
     ctl: dict[str, Any] = {
         "n_heads": w.BoundedIntText(value=m.n_heads, min=1, max=512, description="heads", style=style),
         "n_kv_heads": w.BoundedIntText(value=m.n_kv_heads, min=1, max=512, description="KV heads", style=style),
+        "precision": w.Dropdown(options=["bf16", "fp16", "fp32"], value=precision, description="precision",
+                                style=style),
         "gpu": w.Dropdown(options=sorted(GPUS), value=gpu, description="GPU", style=style),
         "tp": w.Dropdown(options=[1, 2, 4, 8], value=tp, description="TP", style=style),
         "pp": w.BoundedIntText(value=pp, min=1, max=m.n_layers, description="PP (stages)", style=style),
@@ -175,7 +194,8 @@ def plan_controls(model, gpu: str = "a100-80gb", tp: int = 1, pp: int = 1, dp: i
         "n_micro": w.BoundedIntText(value=n_micro, min=1, max=4096, description="micro-batches", style=style),
         "seq": w.BoundedIntText(value=seq, min=1, max=10**6, step=512, description="sequence", style=style),
         "convention": w.Dropdown(options=list(CONVENTIONS), value=convention, description="convention", style=style),
-        "sequence_parallel": w.Checkbox(value=tp > 1, description="sequence parallel", style=style),
+        "sequence_parallel": w.Checkbox(value=tp > 1 if sequence_parallel is None else bool(sequence_parallel),
+                                        description="sequence parallel", style=style),
     }
     if offload:
         ctl["offload_optimizer"] = w.Dropdown(options=list(OFFLOAD), value="none", description="offload optimizer",
@@ -188,18 +208,23 @@ def plan_controls(model, gpu: str = "a100-80gb", tp: int = 1, pp: int = 1, dp: i
 def plan_panel(model, **defaults):
     """Per-stage bars of a plan (chapters 3, 4, 11, 12): every control of :func:`plan_controls`."""
     m = get_model(model)
-    return stages_panel(lambda **v: plan_stages_compute(m, **v), plan_controls(m, **defaults))
+    return stages_panel(plan_stages_compute, plan_controls(m, **defaults), fixed={"model": m})
 
 
-def balance_panel(model, gpu: str = "a100-80gb", pp: int = 4, n_micro: int = 8, **defaults):
-    """Balanced vs even split, stage by stage (chapter 11)."""
+def balance_panel(model, gpu: str = "a100-80gb", pp: int = 4, n_micro: int = 8, schedule: str = "1f1b",
+                  virtual_stages: int = 1, **defaults):
+    """Balanced vs even split, stage by stage, with the schedule (1F1B, GPipe, interleaved chunks). Chapter 11."""
     import ipywidgets as w
 
     m = get_model(model)
+    style = {"description_width": "initial"}
     ctl = plan_controls(m, gpu=gpu, pp=pp, n_micro=n_micro, dp=defaults.pop("dp", 1), zero=defaults.pop("zero", 0),
                         offload=False, **defaults)
+    ctl["schedule"] = w.Dropdown(options=["1f1b", "gpipe"], value=schedule, description="schedule", style=style)
+    ctl["virtual_stages"] = w.BoundedIntText(value=virtual_stages, min=1, max=16, description="chunks per GPU "
+                                             "(interleaved)", style=style)
     ctl["balanced"] = w.Checkbox(value=True, description="balanced split")
-    return stages_panel(lambda **v: balance_stages_compute(m, **v), ctl)
+    return stages_panel(balance_stages_compute, ctl, fixed={"model": m})
 
 
 __all__ = [
