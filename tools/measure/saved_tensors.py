@@ -42,22 +42,14 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import platform
 import statistics
 import sys
 import time
 from pathlib import Path
 
-# Offline before transformers is imported: nothing may be fetched from the Hub.
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["TRANSFORMERS_OFFLINE"] = "1"
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _offline import ROOT, write_json  # noqa: E402  (Hugging Face offline before transformers loads)
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
@@ -397,8 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
     }
     OUTPUT.parent.mkdir(parents=True, exist_ok=True)
-    OUTPUT.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {OUTPUT.relative_to(ROOT)}", file=sys.stderr)
+    write_json(OUTPUT, out)
     return 0
 
 

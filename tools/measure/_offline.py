@@ -1,0 +1,25 @@
+"""Shared set-up of the measurement scripts: Hugging Face offline (nothing is ever fetched from the Hub),
+the repository on ``sys.path`` (so ``import vramlib`` finds this checkout), and the JSON writer.
+
+Import it before transformers: ``from _offline import ROOT, write_json``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Write a measurement file (indented, trailing newline) and say so on stderr."""
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"wrote {path.relative_to(ROOT)}", file=sys.stderr)
