@@ -4,10 +4,23 @@ Bad combinations show a one-line message in place (never a traceback). Each upda
 vramlib arithmetic plus HTML, well under 50 ms (``tools/bench.py``). Used in: every chapter.
 
 Chapter-specific panels live in submodules by concept: ``widgets.inference`` (chapters 1, 5, 7).
+
+A panel shows two views of one computation. In Jupyter and on Binder the ipywidgets run. Its
+``text/html`` view (what the static HTML book renders, see ``nb_mime_priority_overrides`` in
+``_config.yml``) is a placeholder ``<div class="vramlib-calc" data-calc=... data-fixed=... data-controls=...>``
+holding the result for the initial values; on the book's pages ``vramlib-calc.js`` (generated from
+the sympy formulas by :mod:`vramlib.jsgen`) turns it into a live calculator with the same knobs. A
+panel whose compute function is a named ``<calc>_compute`` given with ``fixed=`` arguments names
+its calculator (``vramlib/js/<calc>.js`` registers it; ``tests/browser`` checks it against the Python);
+anything else -- a lambda, a hand-built VBox given :func:`with_static_view` -- stays a static result
+with a hint to run the page live.
 """
 from __future__ import annotations
 
+import html
+import json
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from ..breakdown import Breakdown
@@ -40,19 +53,136 @@ def evaluate_panel(compute: Callable[..., Computed], values: Mapping[str, Any]) 
         return render(VramlibError(f"internal error ({type(e).__name__}): {e}; please report it"))
 
 
-def panel(compute: Callable[..., Computed], controls: Mapping[str, Any]):
-    """An ipywidgets VBox: ``controls`` (name -> widget) drive ``compute(**values)``; output is an HTML widget."""
+def panel(compute: Callable[..., Computed], controls: Mapping[str, Any], fixed: Mapping[str, Any] | None = None):
+    """An ipywidgets VBox: ``controls`` (name -> widget) drive ``compute(**fixed, **values)``; output is an HTML widget.
+
+    Give ``compute`` as the named function (``inference_compute``) and its non-control arguments as
+    ``fixed`` (``{"model": m}``): the static book then runs the calculator of the same name in the
+    browser. A lambda (or ``fixed=None``) still works in Jupyter; the static book shows its initial result.
+    """
     import ipywidgets as w
 
+    fixed = dict(fixed or {})
     out = w.HTML()
 
+    def values() -> dict[str, Any]:
+        return {**fixed, **{k: c.value for k, c in controls.items()}}
+
     def update(_=None) -> None:
-        out.value = evaluate_panel(compute, {k: c.value for k, c in controls.items()})
+        out.value = evaluate_panel(compute, values())
 
     for c in controls.values():
         c.observe(update, names="value")
     update()
-    return w.VBox([w.HBox(list(controls.values())[i:i + 3]) for i in range(0, len(controls), 3)] + [out])
+    box = _panel_class()([w.HBox(list(controls.values())[i:i + 3]) for i in range(0, len(controls), 3)] + [out])
+    box._vramlib_static_html = static_html(compute, controls, fixed, out.value)
+    return box
+
+
+@lru_cache(maxsize=1)
+def _panel_class():
+    import ipywidgets as w
+
+    class Panel(w.VBox):
+        """A panel's VBox whose display bundle also carries the static page's ``text/html`` calculator placeholder."""
+
+        def _repr_mimebundle_(self, **kwargs):
+            data = super()._repr_mimebundle_(**kwargs)
+            html_view = getattr(self, "_vramlib_static_html", None)
+            if html_view and isinstance(data, dict):
+                data["text/html"] = html_view
+            return data
+
+    return Panel
+
+
+def __getattr__(name: str):
+    if name == "Panel":  # built on first use so that `import vramlib` does not import ipywidgets
+        return _panel_class()
+    raise AttributeError(f"module 'vramlib.widgets' has no attribute {name!r}")
+
+
+def with_static_view(box, controls: Mapping[str, Any], result_html: str,
+                     compute: Callable[..., Any] | None = None, fixed: Mapping[str, Any] | None = None):
+    """Give a hand-built panel (a VBox not made by :func:`panel`) the same ``text/html`` view: the settings and
+    ``result_html`` (its output for the initial values), so the static book shows a result, never dead controls.
+    Name ``compute`` and ``fixed`` as for :func:`panel` when the static book has a calculator for it."""
+    import ipywidgets as w
+
+    if type(box) is w.VBox:
+        box.__class__ = _panel_class()
+    box._vramlib_static_html = static_html(compute, controls, dict(fixed or {}), result_html)
+    if not isinstance(box, _panel_class()):  # another container: carry the view on the instance
+        base = box._repr_mimebundle_
+
+        def bundle(**kwargs):
+            data = base(**kwargs)
+            if isinstance(data, dict):
+                data["text/html"] = box._vramlib_static_html
+            return data
+
+        box._repr_mimebundle_ = bundle
+    return box
+
+
+def control_spec(name: str, control) -> dict[str, Any] | None:
+    """A JSON description of one ipywidgets control (kind, label, value, options or bounds); None if unknown."""
+    import ipywidgets as w
+
+    label = getattr(control, "description", "") or name
+    spec: dict[str, Any] = {"name": name, "label": label}
+    if isinstance(control, (w.Dropdown, w.RadioButtons, w.ToggleButtons, w.Select, w.SelectionSlider)):
+        values = list(control._options_values)
+        if not all(isinstance(v, (str, int, float, bool)) for v in values):
+            return None
+        return {**spec, "kind": "select", "labels": [str(x) for x in control._options_labels], "options": values,
+                "value": control.value}
+    if isinstance(control, (w.Checkbox, w.ToggleButton)):
+        return {**spec, "kind": "bool", "value": bool(control.value)}
+    for kind, classes in (("int", (w.IntText, w.BoundedIntText, w.IntSlider)),
+                          ("float", (w.FloatText, w.BoundedFloatText, w.FloatSlider, w.FloatLogSlider))):
+        if isinstance(control, classes):
+            spec.update(kind=kind, value=control.value)
+            for bound in ("min", "max", "step"):
+                if getattr(control, bound, None) is not None:
+                    spec[bound] = getattr(control, bound)
+            return spec
+    if isinstance(control, (w.Text, w.Textarea)):
+        return {**spec, "kind": "text", "value": control.value}
+    return None
+
+
+def calculator_name(compute: Callable[..., Computed] | None, fixed: Mapping[str, Any]) -> str | None:
+    """``"inference"`` for ``inference_compute`` (given with ``fixed`` arguments); None for a lambda or a partial."""
+    name = getattr(compute, "__name__", "") if compute is not None else ""
+    if not fixed or not name.endswith("_compute") or name == "<lambda>":
+        return None
+    return name[: -len("_compute")]
+
+
+def static_html(compute: Callable[..., Computed] | None, controls: Mapping[str, Any], fixed: Mapping[str, Any],
+                result_html: str) -> str:
+    """The ``text/html`` view of a panel: the settings and the result for the initial values, in a placeholder
+    that the static book's ``vramlib-calc.js`` turns into a live calculator named ``data-calc``."""
+    from ..jsgen import to_js_value
+
+    specs = [control_spec(k, c) for k, c in controls.items()]
+    calc = calculator_name(compute, fixed) if all(specs) else None
+    settings = " &middot; ".join(f"{html.escape(str(getattr(c, 'description', '') or k))} "
+                                 f"<b>{html.escape(str(getattr(c, 'label', None) or c.value))}</b>"
+                                 for k, c in controls.items() if hasattr(c, "value"))
+    attrs = ""
+    if calc:
+        def attr(obj) -> str:
+            return html.escape(json.dumps(obj, sort_keys=True, separators=(",", ":")), quote=True)
+
+        attrs = (f' data-calc="{calc}" data-fixed="{attr({k: to_js_value(v) for k, v in fixed.items()})}"'
+                 f' data-controls="{attr(specs)}"')
+    hint = ("Result for these settings. To change them, run this page live: the launch button (rocket icon) at "
+            "the top of the page opens it on Binder or Colab.")
+    return (f'<div class="vramlib-calc"{attrs}><div class="vramlib-calc-static">'
+            f'<p class="vramlib-calc-settings"><small>{settings}</small></p>{result_html}'
+            f'<p class="vramlib-calc-hint"><small>{hint}</small></p></div></div>')
 
 
 def model_controls(model, gpu_names: list[str] | None = None, precisions: list[str] | None = None,

@@ -43,4 +43,4 @@ def inference_panel(model, gpu: str = "rtx-4090", weights: str = "int4", kv_dtyp
         "attention": w.Dropdown(options=["sdpa", "flash", "eager"], value=attention, description="attention", style=style),
         "gpu": w.Dropdown(options=sorted(GPUS), value=gpu, description="GPU", style=style),
     }
-    return panel(lambda **v: inference_compute(m, **v), controls)
+    return panel(inference_compute, controls, fixed={"model": m})

@@ -1,0 +1,123 @@
+"""Random input sets for the calculators and the comparison of a browser result with vramlib's (tests/browser).
+
+A case is the panel's fixed arguments (read back from the page's ``data-fixed``) plus one value per control
+(``data-controls``), drawn with a seeded generator: selects uniformly, integers near the chapter's value or
+log-uniformly within the control's bounds, heads mostly among the divisors that make a valid shape (the
+rest exercise the error path, which must give vramlib's own message).
+"""
+from __future__ import annotations
+
+import math
+import random
+import re
+from typing import Any
+
+from vramlib import jsgen
+from vramlib.errors import VramlibError
+
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def _divisors(n: int, upto: int) -> list[int]:
+    return [k for k in range(1, min(n, upto) + 1) if n % k == 0]
+
+
+def random_values(specs: list[dict], fixed: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """One value per control; the heads knobs use the fixed model's hidden size to stay mostly valid."""
+    values: dict[str, Any] = {}
+    models = [v for v in fixed.values() if isinstance(v, dict) and "$model" in v]
+    for s in specs:
+        hidden = values.get("hidden") or (models[0]["$model"]["hidden"] if models else None)
+        name, kind = s["name"], s["kind"]
+        if kind in ("int", "float"):
+            lo, hi = s.get("min", 1), s.get("max", max(8 * abs(s["value"] or 1), 2))
+        if kind == "select":
+            values[name] = rng.choice(s["options"])
+        elif kind == "bool":
+            values[name] = rng.random() < 0.5
+        elif kind == "int" and name == "n_heads" and hidden and rng.random() < 0.9:
+            values[name] = rng.choice(_divisors(hidden, hi))
+        elif kind == "int" and name == "n_kv_heads" and hidden and rng.random() < 0.9:
+            values[name] = rng.choice(_divisors(values.get("n_heads", s["value"]), hi))
+        elif kind in ("int", "float"):
+            if rng.random() < 0.7:
+                x = s["value"] * 2 ** rng.uniform(-3, 3)
+            else:
+                x = math.exp(rng.uniform(math.log(max(lo, 1e-9)), math.log(hi)))
+            x = min(max(x, lo), hi)
+            values[name] = int(round(x)) if kind == "int" else x
+        else:
+            values[name] = s["value"]
+    return values
+
+
+def python_result(calc: str, fixed_json: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """What vramlib computes for these inputs: parts, capacity, verdict, title -- or the error message."""
+    compute = calculators()[calc]
+    fixed = {k: jsgen.from_js_value(v) for k, v in fixed_json.items()}
+    try:
+        bd, cap, verdict = compute(**fixed, **values)
+    except VramlibError as e:
+        return {"error": str(e)}
+    if isinstance(bd, (tuple, list)):  # a stages calculator (widgets.parallel): the page's table is the fullest stage
+        bd = bd[max(range(len(bd)), key=lambda i: bd[i].total)]
+    return {"parts": [[k, v] for k, v in bd.items()], "capacity": cap, "verdict": verdict, "title": bd.title}
+
+
+def calculators() -> dict[str, Any]:
+    """Calculator name -> the Python compute function of the same name in vramlib.widgets.*"""
+    import importlib
+    import pkgutil
+
+    import vramlib.widgets as W
+
+    out = {}
+    for mod in pkgutil.iter_modules(W.__path__):
+        m = importlib.import_module(f"vramlib.widgets.{mod.name}")
+        for name, obj in vars(m).items():
+            if name.endswith("_compute") and callable(obj):
+                out[name[: -len("_compute")]] = obj
+    return out
+
+
+def close(a: float, b: float, rel: float = 1e-4) -> bool:
+    """Equal to 4 significant digits."""
+    return a == b or abs(a - b) <= rel * max(abs(a), abs(b))
+
+
+def _numbers(text: str) -> tuple[str, list[str]]:
+    return NUMBER.sub("#", text), NUMBER.findall(text)
+
+
+def _number_close(x: str, y: str) -> bool:
+    a, b = float(x.replace(",", "")), float(y.replace(",", ""))
+    if close(a, b):
+        return True
+    decimals = len(x.split(".")[1]) if "." in x else 0  # display rounding: one unit in the last printed digit
+    return decimals > 0 and abs(a - b) <= 10 ** -decimals * 1.0001
+
+
+def compare(py: dict[str, Any], js: dict[str, Any]) -> list[str]:
+    """Differences between vramlib's result and the browser's (empty when equal to 4 significant digits)."""
+    if "error" in py or js.get("error"):
+        if py.get("error") != js.get("error"):
+            return [f"error: python {py.get('error')!r} vs browser {js.get('error')!r}"]
+        return []
+    diffs = []
+    pn, jn = [p[0] for p in py["parts"]], [p[0] for p in js["parts"]]
+    if pn != jn:
+        return [f"components: python {pn} vs browser {jn}"]
+    for (name, a), (_, b) in zip(py["parts"], js["parts"]):
+        if not close(a, b):
+            diffs.append(f"{name}: python {a:,} vs browser {b:,}")
+    if not close(sum(p[1] for p in py["parts"]), js["total"]):
+        diffs.append(f"total: python {sum(p[1] for p in py['parts']):,} vs browser {js['total']:,}")
+    if py["capacity"] is not None and not close(py["capacity"], js.get("capacity") or 0):
+        diffs.append(f"capacity: python {py['capacity']} vs browser {js.get('capacity')}")
+    for field in ("verdict", "title"):
+        if field == "title" and js.get("title") is None:
+            continue
+        (ps, pnums), (bs, bnums) = _numbers(py[field]), _numbers(js[field])
+        if ps != bs or len(pnums) != len(bnums) or not all(_number_close(x, y) for x, y in zip(pnums, bnums)):
+            diffs.append(f"{field}: python {py[field]!r} vs browser {js[field]!r}")
+    return diffs

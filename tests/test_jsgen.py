@@ -1,0 +1,176 @@
+"""vramlib.jsgen and the panels' static view (issue 7): generation from the sympy expressions, catalogues,
+the text/html placeholder. The browser itself is tested in tests/browser after the book build; when Node.js
+is installed, a quick equivalence run of the generated JS against vramlib happens here too."""
+from __future__ import annotations
+
+import html
+import json
+import random
+import re
+import shutil
+import subprocess
+
+import pytest
+import sympy as sp
+
+from vramlib import formulas as F
+from vramlib import jsgen
+from vramlib.models import catalogue, get_model
+
+
+def test_every_expression_prints_to_javascript():
+    src, failed = jsgen.formulas_js()
+    assert failed == []
+    assert "VL.formulas = {" in src and "VL.activations = {" in src
+    for name in ("KV_CACHE_BYTES", "WEIGHTS_BYTES", "PREFILL_WORKSPACE_BYTES", "MAX_TOKENS_KV_ONLY", "N_PARAMS",
+                 "MODEL_STATES_BYTES", "LAYER_PARAMS", "MIN_GPUS"):
+        assert f"  {name}: VL.fn(" in src, name
+    assert '"sdpa|full": VL.fn(' in src  # activations.HF_MODEL[("sdpa", "full")]
+
+
+def test_printer_handles_max_kronecker_and_rationals():
+    b, x = sp.symbols("b x", positive=True)
+    args, code = jsgen.js_expression(sp.Max(x, 3 * b) + sp.KroneckerDelta(b, 1) + sp.Rational(1, 2) * x)
+    assert args == ["b", "x"]
+    assert "Math.max" in code and " ? 1 : 0)" in code and "(1/2)*x" in code
+    with pytest.raises(ValueError):
+        jsgen.js_expression(sp.Symbol("values") + 1)  # the generated wrapper's own name
+    with pytest.raises(ValueError):
+        jsgen.js_expression(sp.besselj(1, x))
+
+
+def test_generated_names_match_the_python_expressions():
+    exprs = jsgen.collect_expressions()
+    assert exprs["formulas"]["KV_CACHE_BYTES"] is F.KV_CACHE_BYTES
+    assert set(exprs["formulas"]["LAYER_GROUPS"]) == set(F.LAYER_GROUPS)
+    assert "widgets" not in exprs and "jsgen" not in exprs
+
+
+def test_catalogues_come_from_vramlib():
+    from vramlib.hardware import GPUS
+    from vramlib.precision import precision_names
+
+    cat = jsgen.catalogue_json()
+    assert set(cat["gpus"]) == set(GPUS)
+    assert cat["gpus"]["rtx-4090"]["memory_bytes"] == GPUS["rtx-4090"].memory_bytes
+    assert cat["precision_names"] == precision_names()
+    assert cat["precisions"]["nf4-dq"]["bits"] == pytest.approx(4 + 8 / 64 + 32 / (64 * 256))
+    assert "fp16" in cat["kv_formats"] and "nf4" not in cat["kv_formats"]
+    assert "kv_error" in cat["precisions"]["q4_k_m"]
+    assert set(cat["models"]) == set(catalogue())
+    json.dumps(cat)
+
+
+@pytest.mark.parametrize("key", ["llama-2-13b", "source-13b", "mixtral-8x7b", "phi-3-mini", "falcon-7b"])
+def test_model_round_trip(key):
+    m = get_model(key)
+    j = jsgen.to_js_value(m)
+    assert jsgen.from_js_value(json.loads(json.dumps(j))) == m
+    assert j["symbols"] == m.symbols()
+    assert set(j["gguf"]) >= {"q4_k_m", "q8_0"}
+
+
+def test_gguf_table_depends_on_gqa_only_where_vramlib_does():
+    from vramlib.precision import get_precision, tensor_bits
+
+    m = get_model("llama-2-13b")
+    t = jsgen.gguf_table(m)
+    assert isinstance(t["q2_k"]["attn_v"], dict)  # q2_k upgrades attn_v when gqa >= 4
+    assert t["q2_k"]["attn_v"]["8"] == float(tensor_bits(get_precision("q2_k"), "attn_v", m.n_layers, 8))
+    assert isinstance(t["q4_k_m"]["mlp_down"], float)
+
+
+def test_build_js_is_self_contained():
+    js = jsgen.build_js()
+    assert not re.search(r"""(src|href)\s*=\s*["']https?://""", js)
+    assert "VL.register(\"inference\"" in js
+    assert set(jsgen.js_calculators()) >= {"inference", "training", "serving", "design"}
+
+
+def test_panel_bundle_has_widget_and_static_views():
+    pytest.importorskip("ipywidgets")
+    from vramlib.widgets import inference_panel
+
+    box = inference_panel("llama-2-13b", gpu="rtx-4090", weights="int4", tokens=4096)
+    bundle = box._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    view = bundle["text/html"]
+    assert 'data-calc="inference"' in view and "vramlib-breakdown" in view and "Binder" in view
+    attrs = dict(re.findall(r'data-(fixed|controls)="([^"]*)"', view))
+    specs = json.loads(html.unescape(attrs["controls"]))
+    assert [s["name"] for s in specs] == ["n_heads", "n_kv_heads", "weights", "kv_dtype", "tokens", "batch",
+                                          "attention", "gpu"]
+    assert jsgen.from_js_value(json.loads(html.unescape(attrs["fixed"]))["model"]) == get_model("llama-2-13b")
+    assert view == inference_panel("llama-2-13b", gpu="rtx-4090", weights="int4")._repr_mimebundle_()["text/html"]
+
+
+def test_a_lambda_panel_is_static_with_a_hint():
+    w = pytest.importorskip("ipywidgets")
+    from vramlib.widgets import inference_compute, panel
+
+    m = get_model("source-7b")
+    ctl = {"n_heads": w.BoundedIntText(value=32, min=1, max=64, description="heads"),
+           "n_kv_heads": w.BoundedIntText(value=32, min=1, max=64, description="KV heads")}
+    box = panel(lambda **v: inference_compute(m, weights="fp16", kv_dtype="fp16", tokens=1024, gpu="a100-80gb", **v),
+                ctl)
+    view = box._repr_mimebundle_()["text/html"]
+    assert "data-calc" not in view and "vramlib-calc" in view and "Binder" in view and "heads <b>32</b>" in view
+
+
+NODE = shutil.which("node")
+RUNNER = r"""
+global.window = global;
+global.document = { readyState: "complete", querySelectorAll: function () { return []; } };
+eval(require("fs").readFileSync(process.argv[2], "utf8"));
+const qs = JSON.parse(require("fs").readFileSync(0, "utf8"));
+console.log(JSON.stringify(qs.map(function (q) {
+  const r = VL.run(VL.calcs[q.calc], Object.assign({}, VL.fromFixed(q.fixed), q.values));
+  if (r instanceof Error) return {error: r.message};
+  return {parts: r[0].parts, total: r[0].total, capacity: r[1], verdict: r[2], title: r[0].title};
+})));
+"""
+
+
+@pytest.mark.skipif(NODE is None, reason="Node.js not installed (the browser test covers this after the build)")
+@pytest.mark.parametrize("calc,model", [("inference", "llama-2-13b"), ("inference", "mixtral-8x7b"),
+                                        ("training", "llama-3.1-8b"), ("training", "phi-3-mini"),
+                                        ("serving", "llama-3.1-8b"), ("serving", "mixtral-8x7b"),
+                                        ("design", "source-13b")])
+def test_generated_js_equals_vramlib_in_node(tmp_path, calc, model):
+    """A quick check without a browser: 30 random sets through the generated JS under Node.js."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "browser"))
+    try:
+        cases = importlib.import_module("cases")
+    finally:
+        sys.path.pop(0)
+    import vramlib.widgets as W
+    from vramlib.widgets import control_spec
+
+    mod = importlib.import_module(f"vramlib.widgets.{calc}")
+    seen = {}
+    original = mod.panel
+    mod.panel = lambda compute, controls, fixed=None: seen.update(
+        specs=[control_spec(k, c) for k, c in controls.items()], fixed=fixed)
+    try:
+        getattr(mod, f"{calc}_panel")(model)
+    finally:
+        mod.panel = original
+    assert W.panel is original
+    js_file = tmp_path / "vramlib-calc.js"
+    js_file.write_text(jsgen.build_js())
+    runner = tmp_path / "run.js"
+    runner.write_text(RUNNER)
+    fixed = {k: jsgen.to_js_value(v) for k, v in seen["fixed"].items()}
+    rng = random.Random(7)
+    qs = [{"calc": calc, "fixed": fixed, "values": cases.random_values(seen["specs"], fixed, rng)} for _ in range(30)]
+    out = subprocess.run([NODE, str(runner), str(js_file)], input=json.dumps(qs), capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    diffs = []
+    for q, js in zip(qs, json.loads(out.stdout)):
+        diffs += cases.compare(cases.python_result(calc, fixed, q["values"]), js)
+    assert not diffs, diffs[:5]

@@ -1,0 +1,440 @@
+/* vramlib/js/core.js -- the calculators' shared part: errors, units, models, Breakdown, rendering, the UI.
+ * Mirrors vramlib.errors, vramlib.units, vramlib.models.ModelSpec (with_heads, param_groups), vramlib.breakdown,
+ * vramlib.viz.breakdown_svg and vramlib.widgets.render/panel. Formulas are never written here: they are the
+ * generated VL.<module>.<NAME> functions (vramlib/jsgen.py). */
+var VL = { calcs: {} };
+window.VL = VL;
+
+/* ---- evaluation of generated expressions (the twin of formulas.evaluate) ---- */
+VL.fn = function (label, args, f) {
+  var g = function (values) {
+    var a = new Array(args.length);
+    for (var i = 0; i < args.length; i++) {
+      var x = values[args[i]];
+      if (x === undefined || x === null) { throw new Error("evaluate " + label + ": missing values for " + args[i]); }
+      a[i] = x;
+    }
+    return f.apply(null, a);
+  };
+  g.args = args;
+  g.label = label;
+  return g;
+};
+VL.unavailable = function (label) {
+  return function () { throw new Error(label + ": sympy could not print it to JavaScript"); };
+};
+/* formulas.to_int_bytes: round an exact byte count up (float noise within 1e-9 relative is an integer) */
+VL.toIntBytes = function (x) {
+  var r = Math.round(x);
+  if (Math.abs(x - r) <= 1e-9 * Math.max(1, Math.abs(x))) { return r; }
+  return Math.ceil(x);
+};
+VL.int = function (x) { /* Python int(): truncate, but an exact integer stays itself */
+  var r = Math.round(x);
+  if (Math.abs(x - r) <= 1e-9 * Math.max(1, Math.abs(x))) { return r; }
+  return Math.trunc(x);
+};
+VL.floor = function (x) {
+  var r = Math.round(x);
+  if (Math.abs(x - r) <= 1e-9 * Math.max(1, Math.abs(x))) { return r; }
+  return Math.floor(x);
+};
+VL.sum = function (xs) { var s = 0; for (var i = 0; i < xs.length; i++) { s += xs[i]; } return s; };
+
+/* ---- errors (vramlib.errors) ---- */
+function VramlibError(message) {
+  this.name = "VramlibError";
+  this.message = String(message).split(/\s+/).filter(Boolean).join(" ");
+}
+VramlibError.prototype = Object.create(Error.prototype);
+VramlibError.prototype.constructor = VramlibError;
+VramlibError.prototype.toString = function () { return this.message; };
+VL.VramlibError = VramlibError;
+VL.repr = function (value) {
+  if (typeof value === "string") { return "'" + value.replace(/\\/g, "\\\\").replace(/'/g, "\\'") + "'"; }
+  if (value === true) { return "True"; }
+  if (value === false) { return "False"; }
+  if (value === null || value === undefined) { return "None"; }
+  return String(value);
+};
+VL.invalid = function (field, value, allowed) {
+  return new VramlibError(field + ": got " + VL.repr(value) + "; " + allowed);
+};
+VL.unknown = function (field, name, allowed) {
+  allowed = Array.from(new Set(allowed)).sort();
+  var hint = allowed.length <= 12 ? "allowed: " + allowed.join(", ")
+    : allowed.length + " names allowed, e.g. " + allowed.slice(0, 6).join(", ") + " ...";
+  return new VramlibError(field + ": unknown name " + VL.repr(name) + "; " + hint);
+};
+VL.checkPositiveInt = function (field, value, allowZero) {
+  var ok = typeof value === "number" && Number.isInteger(value);
+  if (!ok || value < 0 || (value === 0 && !allowZero)) {
+    throw VL.invalid(field, value, "must be a " + (allowZero ? "non-negative" : "positive") + " integer");
+  }
+  return value;
+};
+VL.checkChoice = function (field, value, allowed) {
+  if (typeof value === "string") {
+    for (var i = 0; i < allowed.length; i++) {
+      if (allowed[i].toLowerCase() === value.trim().toLowerCase()) { return allowed[i]; }
+    }
+  }
+  throw VL.unknown(field, value, allowed);
+};
+
+/* ---- units (vramlib.units) ---- */
+VL.GB = 1e9;
+VL.GiB = 1073741824;
+VL.gb = function (n) { return n / VL.GB; };
+VL.gib = function (n) { return n / VL.GiB; };
+VL.toFixed = function (x, digits) { /* Python f"{x:.{digits}f}": an exact binary tie rounds to even, as Python does */
+  var a = Math.abs(x), scaled = a * Math.pow(10, digits), s;
+  if (isFinite(scaled) && scaled - Math.floor(scaled) === 0.5) {
+    var n = Math.floor(scaled);
+    s = ((n % 2 ? n + 1 : n) / Math.pow(10, digits)).toFixed(digits);
+  } else {
+    s = a.toFixed(digits);
+  }
+  return (x < 0 && /[1-9]/.test(s) ? "-" : "") + s;
+};
+VL.fixed = function (x, digits) { /* Python f"{x:,.{digits}f}" */
+  var s = VL.toFixed(Math.abs(x), digits), parts = s.split(".");
+  parts[0] = parts[0].replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+  var neg = x < 0 && /[1-9]/.test(s);
+  return (neg ? "-" : "") + parts.join(".");
+};
+VL.commas = function (n) { return VL.fixed(n, 0); };
+VL.fmtBytes = function (n, digits) {
+  digits = digits === undefined ? 1 : digits;
+  return VL.fixed(VL.gb(n), digits) + " GB (" + VL.fixed(VL.gib(n), digits) + " GiB)";
+};
+var UNITS = { b: 1, "": 1, kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12, kib: 1024, mib: 1048576, gib: 1073741824,
+  tib: 1099511627776 };
+VL.parseMemory = function (value, field) {
+  field = field || "memory";
+  if (typeof value === "boolean") {
+    throw VL.invalid(field, value, "give bytes as an int or a string such as '24GiB' or '80 GB'");
+  }
+  if (typeof value === "number") {
+    if (!Number.isInteger(value)) {
+      throw VL.invalid(field, value, "give bytes as an int or a string such as '24GiB' or '80 GB'");
+    }
+    if (value < 0) { throw VL.invalid(field, value, "must be >= 0 bytes"); }
+    return value;
+  }
+  if (typeof value === "string") {
+    var m = /^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*$/.exec(value);
+    if (m && Object.prototype.hasOwnProperty.call(UNITS, m[2].toLowerCase())) {
+      return Math.trunc(parseFloat(m[1]) * UNITS[m[2].toLowerCase()] + 1e-6);
+    }
+    throw VL.invalid(field, value,
+      "expected a number and a unit from B, KB, MB, GB, TB, KiB, MiB, GiB, TiB (e.g. '24GiB')");
+  }
+  throw VL.invalid(field, value, "give bytes as an int or a string such as '24GiB' or '80 GB'");
+};
+
+/* ---- catalogues (vramlib.hardware, vramlib.precision) ---- */
+VL.getGpu = function (name) {
+  var key = String(name).trim().toLowerCase();
+  if (Object.prototype.hasOwnProperty.call(VL.data.gpus, key)) { return VL.data.gpus[key]; }
+  throw VL.unknown("gpu", name, Object.keys(VL.data.gpus));
+};
+VL.getPrecision = function (name, field) {
+  var P = VL.data.precisions, key = String(name).trim().toLowerCase();
+  if (Object.prototype.hasOwnProperty.call(P, key)) { return P[key]; }
+  var alt = key.charAt(0) === "q" ? key.replace(/-/g, "_") : key.replace(/_/g, "-");
+  if (Object.prototype.hasOwnProperty.call(P, alt)) { return P[alt]; }
+  throw VL.unknown(field || "precision", name, VL.data.precision_names);
+};
+VL.kvBytesPerElement = function (dtype) {
+  var p = VL.getPrecision(dtype, "kv_dtype");
+  if (p.kv_bytes_per_element === undefined) { throw new VramlibError(p.kv_error); }
+  return p.kv_bytes_per_element;
+};
+/* precision.tensor_bits: kept tensors, the format's bits, or the GGUF table vramlib exported for this shape */
+VL.tensorBits = function (p, kind, m) {
+  if (Object.prototype.hasOwnProperty.call(p.keeps, kind)) { return p.keeps[kind]; }
+  if (!p.gguf) { return p.bits; }
+  if (!m.gguf) { return VL.ggufTensorBits(p, kind, m); }  /* a shape without an exported table (design.js) */
+  var t = m.gguf[p.name][kind];
+  if (typeof t === "number") { return t; }
+  var g = String(VL.gqa(m));
+  if (!Object.prototype.hasOwnProperty.call(t, g)) { throw new Error("no GGUF bits exported for gqa " + g); }
+  return t[g];
+};
+
+/* ---- models (vramlib.models.ModelSpec) ---- */
+VL.model = function (j) {
+  if (j && j.spec) { return j; }
+  var spec = Object.assign({}, j["$model"]);
+  return { spec: spec, name: spec.name, sym: Object.assign({}, j.symbols),
+    symActive: Object.assign({}, j.symbols_active), linear_modules: j.linear_modules.slice(),
+    gguf: j.gguf, hf: j.hf };
+};
+function divisors(n) {
+  var out = [];
+  for (var k = 1; k <= n; k++) { if (n % k === 0) { out.push(k); } }
+  return out.join(", ");
+}
+function divisorsNear(n, k) {
+  var ds = [];
+  for (var x = 1; x <= Math.min(n, 1024); x++) { if (n % x === 0) { ds.push(x); } }
+  ds.sort(function (a, b) { return Math.abs(a - k) - Math.abs(b - k); });
+  return ds.slice(0, 4).sort(function (a, b) { return a - b; }).join(", ");
+}
+VL.withHeads = function (m, nHeads, nKvHeads) {
+  nHeads = VL.checkPositiveInt("n_heads", nHeads);
+  nKvHeads = VL.checkPositiveInt("n_kv_heads", nKvHeads);
+  var s = m.spec;
+  if (s.hidden % nHeads) {
+    throw VL.invalid("n_heads", nHeads, "must divide hidden=" + s.hidden + " (e.g. " + divisorsNear(s.hidden, nHeads) + ")");
+  }
+  if (nHeads % nKvHeads) {
+    throw VL.invalid("n_kv_heads", nKvHeads, "must divide n_heads=" + nHeads + " (allowed: " + divisors(nHeads) + ")");
+  }
+  var spec = Object.assign({}, s, { n_heads: nHeads, n_kv_heads: nKvHeads, head_dim: Math.floor(s.hidden / nHeads) });
+  var heads = { n_h: nHeads, n_kv: nKvHeads, d_head: spec.head_dim };
+  return Object.assign({}, m, { spec: spec, sym: Object.assign({}, m.sym, heads),
+    symActive: Object.assign({}, m.symActive, heads) });
+};
+VL.gqa = function (m) { return Math.floor(m.spec.n_heads / m.spec.n_kv_heads); };
+VL.nParams = function (m) { return VL.int(VL.formulas.N_PARAMS(m.sym)); };
+VL.weightParams = function (m) { return m.spec.nominal_params !== null ? m.spec.nominal_params : VL.nParams(m); };
+VL.paramGroups = function (m) { /* ModelSpec.param_groups: [[kind, params]] in Python's order */
+  var out = [], idx = {}, k;
+  for (k in VL.formulas.LAYER_GROUPS) {
+    idx[k] = out.length;
+    out.push([k, m.spec.n_layers * VL.int(VL.formulas.LAYER_GROUPS[k](m.sym))]);
+  }
+  for (k in VL.formulas.MODEL_GROUPS) {
+    var v = VL.int(VL.formulas.MODEL_GROUPS[k](m.sym));
+    if (Object.prototype.hasOwnProperty.call(idx, k)) { out[idx[k]][1] += v; } else { idx[k] = out.length; out.push([k, v]); }
+  }
+  return out;
+};
+VL.groupsDict = function (pairs) {
+  var d = {};
+  pairs.forEach(function (p) { d[p[0]] = p[1]; });
+  return d;
+};
+
+/* ---- Breakdown (vramlib.breakdown) ---- */
+VL.Breakdown = function (parts, title) {
+  parts.forEach(function (p) {
+    if (typeof p[1] !== "number" || !Number.isInteger(p[1]) || p[1] < 0) {
+      throw VL.invalid("Breakdown[" + VL.repr(p[0]) + "]", p[1], "must be a non-negative int of bytes");
+    }
+  });
+  this.parts = parts;
+  this.title = title || "";
+  this.total = VL.sum(parts.map(function (p) { return p[1]; }));
+};
+VL.Breakdown.prototype.get = function (name) {
+  for (var i = 0; i < this.parts.length; i++) { if (this.parts[i][0] === name) { return this.parts[i][1]; } }
+  throw new Error("no component " + name);
+};
+
+/* ---- rendering (vramlib.widgets.render, vramlib.viz.breakdown_svg, Breakdown._repr_html_) ---- */
+VL.escape = function (s) {
+  return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
+    .replace(/"/g, "&quot;").replace(/'/g, "&#x27;");
+};
+var PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999", "#000000"];
+var FIXED_COLOURS = [["weights", 0], ["base weights", 0], ["kv cache", 1], ["activations", 2], ["prefill workspace", 2],
+  ["gradients", 3], ["optimizer states", 5], ["master weights", 4], ["quantization constants", 6],
+  ["unquantized tensors", 7], ["reserve", 8], ["lora adapters", 4]];
+VL.componentColour = function (name) {
+  var key = name.split(" (")[0].toLowerCase();
+  for (var i = 0; i < FIXED_COLOURS.length; i++) {
+    if (key.indexOf(FIXED_COLOURS[i][0]) === 0) { return PALETTE[FIXED_COLOURS[i][1]]; }
+  }
+  return PALETTE[key.length % PALETTE.length];
+};
+VL.breakdownSvg = function (bd, capacity) {
+  var width = 560, height = 44, total = bd.total, scaleMax = Math.max(total, capacity || 0) || 1;
+  var x = 0, rects = [], legend = [];
+  bd.parts.forEach(function (p) {
+    var name = p[0], v = p[1];
+    if (!v) { return; }
+    var w = width * v / scaleMax, colour = VL.componentColour(name);
+    rects.push("<rect x='" + VL.toFixed(x, 1) + "' y='4' width='" + VL.toFixed(w, 1) + "' height='" + (height - 8) +
+      "' fill='" + colour + "'><title>" + VL.escape(name) + ": " + VL.toFixed(VL.gb(v), 2) + " GB</title></rect>");
+    legend.push("<span style='color:" + colour + "'>&#9632;</span> " + VL.escape(name) + " " + VL.toFixed(VL.gb(v), 2) + " GB");
+    x += w;
+  });
+  if (capacity !== null && capacity !== undefined) {
+    var cx = VL.toFixed(width * capacity / scaleMax, 1);
+    rects.push("<line x1='" + cx + "' x2='" + cx + "' y1='0' y2='" + height + "' stroke='black' stroke-dasharray='4 3'/>");
+  }
+  var fill = (capacity === null || capacity === undefined || total <= capacity) ? "fits" : "does not fit";
+  var aria = "stacked bar: total " + VL.toFixed(VL.gb(total), 2) + " GB" +
+    (capacity ? ", capacity " + VL.toFixed(VL.gb(capacity), 2) + " GB, " + fill : "");
+  return "<svg role='img' aria-label='" + aria + "' width='" + width + "' height='" + height + "' viewBox='0 0 " +
+    width + " " + height + "'>" + rects.join("") + "</svg><div style='font-size:85%'>" + legend.join(" &nbsp; ") + "</div>";
+};
+VL.breakdownTable = function (bd) {
+  var total = bd.total || 1, right = " style='text-align:right'";
+  var rows = bd.parts.map(function (p) {
+    return "<tr data-component='" + VL.escape(p[0]) + "' data-bytes='" + p[1] + "'><td>" + VL.escape(p[0]) + "</td><td" +
+      right + ">" + VL.commas(p[1]) + "</td><td" + right + ">" + VL.fixed(VL.gb(p[1]), 2) + "</td><td" + right + ">" +
+      VL.fixed(VL.gib(p[1]), 2) + "</td><td" + right + ">" + VL.toFixed(100 * p[1] / total, 1) + "%</td></tr>";
+  }).join("");
+  var cap = bd.title ? "<caption>" + VL.escape(bd.title) + "</caption>" : "";
+  return "<table class='vramlib-breakdown'>" + cap + "<thead><tr><th>component</th><th>bytes</th><th>GB</th>" +
+    "<th>GiB</th><th>share</th></tr></thead><tbody>" + rows + "</tbody><tfoot><tr data-total='" + bd.total +
+    "'><th>total</th><th" + right + ">" + VL.commas(bd.total) + "</th><th" + right + ">" + VL.fixed(VL.gb(bd.total), 2) +
+    "</th><th" + right + ">" + VL.fixed(VL.gib(bd.total), 2) + "</th><th></th></tr></tfoot></table>";
+};
+VL.render = function (result) {
+  if (!(result instanceof Error) && Array.isArray(result[0])) { return VL.renderStages(result); }
+  if (result instanceof Error) {
+    return "<div class='vramlib-error' style='color:#b00020'>&#9888; " + VL.escape(result.message) + "</div>";
+  }
+  var bd = result[0], cap = result[1], verdict = result[2];
+  var head = verdict ? "<p class='vramlib-verdict'><b>" + VL.escape(verdict) + "</b></p>" : "";
+  var capline = cap ? " of " + VL.fixed(VL.gb(cap), 2) + " GB (" + VL.fixed(VL.gib(cap), 2) + " GiB)" : "";
+  return head + VL.breakdownSvg(bd, cap) + VL.breakdownTable(bd) + "<p><small>total " + VL.fixed(VL.gb(bd.total), 2) +
+    " GB (" + VL.fixed(VL.gib(bd.total), 2) + " GiB)" + capline + "</small></p>";
+};
+/* widgets.parallel.render_stages: a result whose first item is a list of Breakdowns (one per pipeline stage) is
+ * drawn as one bar per stage (the fullest marked), the verdict, and the fullest stage's table */
+VL.fullestStage = function (stages) {
+  var top = 0;
+  for (var i = 1; i < stages.length; i++) { if (stages[i].total > stages[top].total) { top = i; } }
+  return top;
+};
+VL.renderStages = function (result) {
+  if (result instanceof Error) { return VL.render(result); }
+  var stages = result[0], cap = result[1], verdict = result[2];
+  if (stages.length === 1) { return VL.render([stages[0], cap, verdict]); }
+  var top = VL.fullestStage(stages);
+  var bars = stages.map(function (bd, i) {
+    return "<div class='vramlib-stage' data-stage='" + i + "' data-total='" + bd.total + "'><small>stage " + i +
+      (i === top ? " (fullest)" : "") + ": " + VL.fixed(VL.gb(bd.total), 2) + " GB (" + VL.fixed(VL.gib(bd.total), 2) +
+      " GiB)</small>" + VL.breakdownSvg(bd, cap) + "</div>";
+  }).join("");
+  return "<p class='vramlib-verdict'><b>" + VL.escape(verdict) + "</b></p>" + bars + VL.breakdownTable(stages[top]);
+};
+/* widgets.evaluate_panel: a VramlibError is shown in place; a bug too, and it is logged */
+VL.run = function (compute, values) {
+  try {
+    return compute(values);
+  } catch (e) {
+    if (e instanceof VramlibError) { return e; }
+    console.error(e);
+    return new VramlibError("internal error (" + e.name + "): " + e.message + "; please report it");
+  }
+};
+VL.evaluate = function (compute, values) { return VL.render(VL.run(compute, values)); };
+
+/* ---- the UI: the same knobs as the chapter's ipywidgets panel (data-controls), live ---- */
+VL.register = function (name, compute) { VL.calcs[name] = compute; };
+var uid = 0;
+function makeControl(spec, onChange) {
+  var id = "vramlib-ctl-" + (++uid), wrap = document.createElement("span"), input;
+  wrap.className = "vramlib-ctl";
+  var label = document.createElement("label");
+  label.htmlFor = id;
+  label.textContent = spec.label;
+  if (spec.kind === "select") {
+    input = document.createElement("select");
+    spec.options.forEach(function (v, i) {
+      var o = document.createElement("option");
+      o.value = String(i);
+      o.textContent = spec.labels[i];
+      if (v === spec.value) { o.selected = true; }
+      input.appendChild(o);
+    });
+    input.getValue = function () { return spec.options[Number(input.value)]; };
+  } else if (spec.kind === "bool") {
+    input = document.createElement("input");
+    input.type = "checkbox";
+    input.checked = !!spec.value;
+    input.getValue = function () { return input.checked; };
+  } else if (spec.kind === "int" || spec.kind === "float") {
+    input = document.createElement("input");
+    input.type = "number";
+    if (spec.min !== undefined) { input.min = spec.min; }
+    if (spec.max !== undefined) { input.max = spec.max; }
+    input.step = spec.kind === "int" ? "1" : "any";
+    input.value = String(spec.value);
+    var last = spec.value;
+    input.getValue = function () {  /* BoundedIntText: clamp to [min, max]; an unreadable entry keeps the last value */
+      var x = spec.kind === "int" ? parseInt(input.value, 10) : parseFloat(input.value);
+      if (!isFinite(x)) { x = last; }
+      if (spec.min !== undefined && x < spec.min) { x = spec.min; }
+      if (spec.max !== undefined && x > spec.max) { x = spec.max; }
+      if (String(x) !== input.value) { input.value = String(x); }
+      last = x;
+      return x;
+    };
+  } else {
+    input = document.createElement("input");
+    input.type = "text";
+    input.value = String(spec.value);
+    input.getValue = function () { return input.value; };
+  }
+  input.id = id;
+  input.setAttribute("data-name", spec.name);
+  input.addEventListener("change", onChange);
+  if (spec.kind !== "select" && spec.kind !== "bool") {
+    input.addEventListener("keydown", function (ev) { if (ev.key === "Enter") { onChange(); } });
+  }
+  wrap.appendChild(label);
+  wrap.appendChild(input);
+  return { spec: spec, el: wrap, input: input };
+}
+VL.fromFixed = function (fixed) {
+  var out = {};
+  Object.keys(fixed).forEach(function (k) {
+    var v = fixed[k];
+    out[k] = v && typeof v === "object" && v["$model"] ? VL.model(v) : v;
+  });
+  return out;
+};
+VL.mount = function (el) {
+  var compute = VL.calcs[el.getAttribute("data-calc")];
+  if (!compute || el.getAttribute("data-live")) { return false; }
+  var fixed = VL.fromFixed(JSON.parse(el.getAttribute("data-fixed") || "{}"));
+  var specs = JSON.parse(el.getAttribute("data-controls") || "[]");
+  var form = document.createElement("div"), out = document.createElement("div");
+  form.className = "vramlib-calc-controls";
+  out.className = "vramlib-calc-out";
+  out.setAttribute("aria-live", "polite");
+  var ctls = [];
+  function update() {
+    var values = Object.assign({}, fixed);
+    ctls.forEach(function (c) { values[c.spec.name] = c.input.getValue(); });
+    var result = VL.run(compute, values);
+    out.innerHTML = VL.render(result);
+    out.setAttribute("data-capacity", result instanceof Error || result[1] === null || result[1] === undefined ? "" : String(result[1]));
+  }
+  for (var i = 0; i < specs.length; i += 3) {   /* rows of three, as widgets.panel lays them out */
+    var row = document.createElement("div");
+    row.className = "vramlib-calc-row";
+    specs.slice(i, i + 3).forEach(function (s) {
+      var c = makeControl(s, update);
+      ctls.push(c);
+      row.appendChild(c.el);
+    });
+    form.appendChild(row);
+  }
+  var note = document.createElement("p");
+  note.className = "vramlib-calc-note";
+  note.innerHTML = "<small>Live calculator: computed in your browser from the same formulas as vramlib " +
+    "(generated from its sympy expressions). Change a value and press Enter or leave the field.</small>";
+  el.innerHTML = "";
+  el.appendChild(form);
+  el.appendChild(out);
+  el.appendChild(note);
+  el.setAttribute("data-live", "1");
+  el.vramlibUpdate = update;
+  update();
+  return true;
+};
+VL.start = function () {
+  function go() {
+    Array.prototype.forEach.call(document.querySelectorAll(".vramlib-calc[data-calc]"), VL.mount);
+  }
+  if (document.readyState === "loading") { document.addEventListener("DOMContentLoaded", go); } else { go(); }
+};

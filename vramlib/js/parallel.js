@@ -1,0 +1,435 @@
+/* vramlib/js/parallel.js -- the pipeline calculators (chapters 11, 12) and pieces of vramlib.parallel others need.
+ * Mirrors vramlib.parallel (largest_module_params, ParallelPlan, check_layout, stage_params, in_flight,
+ * plan_memory for method "full"), vramlib.planning (balance_verdict, balance_pipeline: the exact dynamic programme
+ * over stage boundaries) and vramlib.widgets.parallel (plan_stages_compute, balance_stages_compute).
+ * Every count comes from a generated VL.parallel / VL.formulas / VL.activations function. */
+(function () {
+  var P = VL.parallel, F = VL.formulas, A = VL.activations, D = VL.data, C = VL.data.constants;
+
+  /* parallel.largest_module_params */
+  VL.largestModuleParams = function (m, tp, ep, stage) {
+    tp = tp === undefined ? 1 : tp;
+    ep = ep === undefined ? 1 : ep;
+    stage = VL.checkChoice("stage", stage === undefined ? "all" : stage, ["all", "first", "middle", "last", "single"]);
+    var vals = Object.assign({}, m.sym, { t: tp, N_e: ep }), moe = m.spec.n_experts > 0, cands = [];
+    m.linear_modules.forEach(function (name) {
+      if (!Object.prototype.hasOwnProperty.call(P.MODULE_PARAMS, name)) { return; }
+      if (["gate_proj", "up_proj", "gate_up_proj", "down_proj"].indexOf(name) >= 0 && moe) { return; }
+      cands.push(P.MODULE_PARAMS[name](vals) / tp);
+    });
+    if (moe) {
+      cands.push(P.MODULE_PARAMS.experts(vals) / (tp * ep));
+      cands.push(P.MODULE_PARAMS.router(vals));
+      if (m.spec.n_shared_experts) { cands.push(F.MLP_PARAMS(vals) * m.spec.n_shared_experts / tp); }
+    }
+    var emb = P.MODULE_PARAMS.embed_tokens(vals) / tp;
+    if (["all", "first", "single"].indexOf(stage) >= 0) { cands.push(emb); }
+    if (stage === "all" || stage === "last" || (stage === "single" && !m.spec.tied_embeddings)) { cands.push(emb); }
+    return Math.max.apply(null, cands);
+  };
+
+  /* ---- the plan (parallel.ParallelPlan) ---- */
+  var SCHEDULES = ["1f1b", "gpipe"], OFFLOAD = ["none", "cpu", "nvme"];
+  /* parallel.ZERO_STAGE_FLAGS: stage k shards optimizer states (k >= 1), gradients (k >= 2), weights (k = 3) */
+  var ZERO_FLAGS = { 0: { z_os: 0, z_g: 0, z_p: 0 }, 1: { z_os: 1, z_g: 0, z_p: 0 }, 2: { z_os: 1, z_g: 1, z_p: 0 },
+    3: { z_os: 1, z_g: 1, z_p: 1 } };
+  /* parallel.DEEPSPEED_REDUCE_BUCKET / DEEPSPEED_PREFETCH_BUCKET (DeepSpeed's defaults, elements) */
+  var DS_REDUCE = 500000000, DS_PREFETCH = 50000000;
+
+  VL.parallelPlan = function (o) {
+    var plan = Object.assign({ tp: 1, pp: 1, dp: 1, zero: 0, ep: 1, sequence_parallel: false, recompute: "none",
+      micro_batch: 1, n_micro: 1, virtual_stages: 1, schedule: "1f1b", offload_optimizer: "none",
+      offload_params: "none" }, o);
+    ["tp", "pp", "dp", "ep", "micro_batch", "n_micro", "virtual_stages"].forEach(function (k) {
+      plan[k] = VL.checkPositiveInt(k, plan[k]);
+    });
+    if ([0, 1, 2, 3].indexOf(plan.zero) < 0) { throw VL.invalid("zero", plan.zero, "ZeRO stage must be 0, 1, 2 or 3"); }
+    if (typeof plan.sequence_parallel !== "boolean") {
+      throw VL.invalid("sequence_parallel", plan.sequence_parallel, "must be True or False");
+    }
+    plan.recompute = VL.checkChoice("recompute", plan.recompute, C.RECOMPUTE);
+    plan.schedule = VL.checkChoice("schedule", plan.schedule, SCHEDULES);
+    plan.offload_optimizer = VL.checkChoice("offload_optimizer", plan.offload_optimizer, OFFLOAD);
+    plan.offload_params = VL.checkChoice("offload_params", plan.offload_params, OFFLOAD);
+    if (plan.dp % plan.ep) {
+      throw VL.invalid("ep", plan.ep, "expert parallel ranks come from the data-parallel group: must divide dp=" + plan.dp);
+    }
+    if (plan.sequence_parallel && plan.tp === 1) {
+      throw VL.invalid("sequence_parallel", true, "sequence parallelism splits along the tensor-parallel group: needs tp > 1");
+    }
+    if (plan.offload_optimizer !== "none" && plan.zero === 0) {
+      throw VL.invalid("offload_optimizer", plan.offload_optimizer, "optimizer offload needs ZeRO stage 1, 2 or 3");
+    }
+    if (plan.offload_params !== "none" && plan.zero !== 3) {
+      throw VL.invalid("offload_params", plan.offload_params, "parameter offload needs ZeRO stage 3");
+    }
+    if (plan.virtual_stages > 1) {
+      if (plan.pp === 1) { throw VL.invalid("virtual_stages", plan.virtual_stages, "interleaving needs pp > 1"); }
+      if (plan.schedule !== "1f1b") {
+        throw VL.invalid("schedule", plan.schedule, "interleaving (virtual_stages > 1) is a 1F1B schedule");
+      }
+      if (plan.n_micro % plan.pp) {
+        throw VL.invalid("n_micro", plan.n_micro, "interleaved 1F1B needs a multiple of pp=" + plan.pp + " micro-batches");
+      }
+    }
+    plan.n_gpus = plan.tp * plan.pp * plan.dp;
+    plan.global_batch = plan.micro_batch * plan.n_micro * plan.dp;
+    return plan;
+  };
+
+  VL.planLabel = function (plan) { /* ParallelPlan.label */
+    var parts = ["TP" + plan.tp, "PP" + plan.pp, "DP" + plan.dp, "ZeRO-" + plan.zero];
+    if (plan.ep > 1) { parts.push("EP" + plan.ep); }
+    if (plan.sequence_parallel) { parts.push("SP"); }
+    if (plan.virtual_stages > 1) { parts.push("v" + plan.virtual_stages); }
+    parts.push("mb" + plan.micro_batch + "x" + plan.n_micro);
+    if (plan.recompute !== "none") { parts.push(plan.recompute + " recompute"); }
+    if (plan.offload_optimizer !== "none") { parts.push("opt->" + plan.offload_optimizer); }
+    if (plan.offload_params !== "none") { parts.push("params->" + plan.offload_params); }
+    return parts.join(" ");
+  };
+
+  /* parallel.check_layout */
+  VL.checkLayout = function (m, plan) {
+    var s = m.spec;
+    if (s.n_heads % plan.tp || s.n_kv_heads % plan.tp) {
+      var ok = [];
+      for (var k = 1; k <= s.n_kv_heads; k++) { if (s.n_heads % k === 0 && s.n_kv_heads % k === 0) { ok.push(k); } }
+      throw VL.invalid("tp", plan.tp, "must divide n_heads=" + s.n_heads + " and n_kv_heads=" + s.n_kv_heads +
+        " (allowed: " + ok.join(", ") + ")");
+    }
+    if (plan.pp > s.n_layers) { throw VL.invalid("pp", plan.pp, "at most one stage per layer: pp <= " + s.n_layers); }
+    if (plan.virtual_stages > 1 && s.n_layers % (plan.pp * plan.virtual_stages)) {
+      throw VL.invalid("virtual_stages", plan.virtual_stages,
+        "interleaving needs n_layers=" + s.n_layers + " divisible by pp x virtual_stages");
+    }
+    if (plan.ep > 1 && (!(s.n_experts > 0) || s.n_experts % plan.ep)) {
+      throw VL.invalid("ep", plan.ep, "must divide the experts of a MoE model (" + s.name + ": " + s.n_experts + ")");
+    }
+  };
+
+  VL.evenSplit = function (n, pp) {
+    var q = Math.floor(n / pp), r = n % pp, out = [];
+    for (var k = 0; k < pp; k++) { out.push(q + (k < r ? 1 : 0)); }
+    return out;
+  };
+
+  function stageLayers(m, pp, layers) {
+    pp = VL.checkPositiveInt("pp", pp);
+    if (pp > m.spec.n_layers) { throw VL.invalid("pp", pp, "at most one stage per layer: pp <= " + m.spec.n_layers); }
+    if (!layers) { return VL.evenSplit(m.spec.n_layers, pp); }
+    layers.forEach(function (x) { VL.checkPositiveInt("stage_layers", x, true); });
+    if (layers.length !== pp || VL.sum(layers) !== m.spec.n_layers) {
+      throw VL.invalid("stage_layers", "(" + layers.join(", ") + ")", "give " + pp + " layer counts summing to " + m.spec.n_layers);
+    }
+    return layers.slice();
+  }
+
+  /* parallel.in_flight */
+  VL.inFlight = function (pp, stage, nMicro, schedule, v) {
+    var key = schedule === "gpipe" ? "gpipe" : (v > 1 ? "interleaved" : "1f1b");
+    return P.IN_FLIGHT[key]({ p: pp, i: stage, m: nMicro, v: v });
+  };
+
+  function scale(m) { /* parallel._scale: nominal / exact parameters */
+    return m.spec.nominal_params !== null && m.spec.nominal_params !== undefined ? m.spec.nominal_params / VL.nParams(m) : 1;
+  }
+
+  /* parallel.stage_params for every layer dense or every layer MoE (moe_layers=None) */
+  VL.stageParams = function (m, tp, pp, ep, layers) {
+    var moe = m.spec.n_experts > 0;
+    var vals = Object.assign({}, m.sym, { t: tp, N_e: ep, z_one: pp === 1 ? 1 : 0 });
+    var dense = moe ? P.LAYER_PARAMS_RANK_DENSE(vals)
+      : P.LAYER_PARAMS_RANK_DENSE(Object.assign({}, vals, { E: 0, n_mlp: 1 + m.spec.n_shared_experts }));
+    var expert = moe ? P.LAYER_PARAMS_RANK_EXPERTS(vals) : 0;
+    var first = P.FIRST_STAGE_PARAMS(vals), last = P.LAST_STAGE_PARAMS(vals), k = scale(m);
+    return layers.map(function (n, i) {
+      var d = n * dense + (i === 0 ? first : 0) + (i === pp - 1 ? last : 0);
+      return [d * k, n * expert * k];
+    });
+  };
+
+  function convBytes(convention, precision, zero) { /* parallel._conv_bytes */
+    var conv = D.conventions[VL.checkChoice("convention", convention, Object.keys(D.conventions))];
+    var prec = VL.getPrecision(precision, "precision");
+    if (["bf16", "fp16", "fp32"].indexOf(prec.name) < 0) {
+      throw VL.invalid("precision", precision, "training computes in bf16, fp16 or fp32");
+    }
+    if (prec.name === "fp32") { return { b_w: 4, b_g: 4, b_gh: 0, b_m: 0, gather: conv.gather_buffer_per_param ? 8 : 0 }; }
+    return { b_w: conv.weight, b_g: conv.grad, b_gh: (conv.name === "deepspeed" && zero === 2) ? 2 : 0, b_m: conv.master,
+      gather: conv.gather_buffer_per_param };
+  }
+
+  function zeroParts(psi, dp, zero, cb, bO) { /* ZERO_STATES[zero] evaluated: [[name, bytes]] */
+    var vals = Object.assign({ Psi: psi, N_d: dp, b_o: bO, b_w: cb.b_w, b_g: cb.b_g, b_gh: cb.b_gh, b_m: cb.b_m },
+      ZERO_FLAGS[zero]);
+    return Object.keys(P.ZERO_PARTS).map(function (name) { return [name, P.ZERO_PARTS[name](vals)]; });
+  }
+
+  function activationStyle(m, plan, style) { /* parallel._activation_style */
+    style = VL.checkChoice("activation_style", style, ["auto"].concat(C.ACTIVATION_STYLES));
+    var s = m.spec;
+    var hfOk = C.HF_FAMILIES.indexOf(s.family) >= 0 && s.norm === "rmsnorm" && s.gated_mlp && !s.n_shared_experts;
+    if (style === "auto") { return plan.tp === 1 && plan.pp === 1 && hfOk ? "hf" : "megatron"; }
+    if (style === "hf" && (plan.tp > 1 || plan.pp > 1)) {
+      throw VL.invalid("activation_style", "hf", "the hf accounting models one device per replica (HF Trainer with " +
+        "DDP/ZeRO/FSDP): needs tp=1 and pp=1; use 'megatron'");
+    }
+    return style;
+  }
+
+  function megatronLayer(m, plan, seq) {
+    var vals = Object.assign({}, m.sym, { s: seq, b: plan.micro_batch, t: plan.tp, z_sp: plan.sequence_parallel ? 1 : 0 });
+    return { vals: vals, a: A.MEGATRON_LAYER_BY_RECOMPUTE[plan.recompute](vals) };
+  }
+
+  function stageActivations(m, plan, seq, layers, style, prec, attention) {
+    if (style === "hf") {
+      return [VL.activationBytes(m, { seq: seq, batch: plan.micro_batch, dtype: prec, attention: attention,
+        recompute: plan.recompute, style: "hf", scope: "model" })];
+    }
+    var ml = megatronLayer(m, plan, seq);
+    return layers.map(function (n, i) {
+      var fl = VL.inFlight(plan.pp, i, plan.n_micro, plan.schedule, plan.virtual_stages);
+      return VL.toIntBytes(P.STAGE_ACTIVATIONS(Object.assign({}, ml.vals, { F_i: fl, L_i: n, A_layer: ml.a,
+        z_first: i === 0 ? 1 : 0, z_last: i === plan.pp - 1 ? 1 : 0 })));
+    });
+  }
+
+  function buckets(zero, tp, pp, gradBytes) { /* parallel._buckets for rule "auto", overlap_comm False */
+    var rule = zero === 0 ? (tp === 1 && pp === 1 ? "ddp" : "none") : "deepspeed";
+    if (rule === "none") { return [rule, 0]; }
+    if (rule === "ddp") { return [rule, VL.toIntBytes(gradBytes)]; }
+    return [rule, zero === 3 ? 2 * (DS_REDUCE + DS_PREFETCH) : 2 * DS_REDUCE];
+  }
+
+  /* parallel.plan_memory (method "full", optimizer adamw, buckets auto, the convention's gather buffer) */
+  VL.planMemory = function (m, plan, seq, o) {
+    o = Object.assign({ method: "full", precision: "bf16", optimizer: "adamw", convention: "mixed-fp32-master",
+      activation_style: "auto", attention: "sdpa", reserve: C.DEFAULT_RESERVE, stage_layers: null }, o || {});
+    seq = VL.checkPositiveInt("seq", seq);
+    var method = VL.checkChoice("method", o.method, C.METHODS);
+    VL.checkLayout(m, plan);
+    var style = activationStyle(m, plan, o.activation_style);
+    VL.checkChoice("attention", o.attention, C.ATTENTION);
+    if (method !== "full" && (plan.tp > 1 || plan.pp > 1)) {
+      throw VL.invalid("method", method, "LoRA/QLoRA plans are modelled with tp=1 and pp=1 (data parallel + ZeRO)");
+    }
+    if (method !== "full") { throw new Error("the browser's plan_memory models full training only"); }
+    var layers = stageLayers(m, plan.pp, o.stage_layers);
+    var cb = convBytes(o.convention, o.precision, plan.zero);
+    var prec = VL.getPrecision(o.precision, "precision").name;
+    var acts = stageActivations(m, plan, seq, layers, style, prec, o.attention);
+    var res = VL.parseMemory(o.reserve, "reserve");
+    var perStage = VL.stageParams(m, plan.tp, plan.pp, plan.ep, layers);
+    var bO = VL.optimizerStateBytes(m, o.optimizer) / VL.weightParams(m);
+    var gpuStages = [], hostStages = [], nvmeStages = [];
+    perStage.forEach(function (st, i) {
+      var parts = zeroParts(st[0], plan.dp, plan.zero, cb, bO);
+      if (st[1]) {
+        zeroParts(st[1], Math.floor(plan.dp / plan.ep), plan.zero, cb, bO).forEach(function (p, j) { parts[j][1] += p[1]; });
+      }
+      var gpu = [], host = [], nvme = 0;
+      parts.forEach(function (p) {
+        var name = p[0], val = p[1];
+        if (!val) { return; }
+        var isGrad = name.indexOf("gradients") >= 0, isWeight = name === "weights" || name === "LoRA adapters";
+        var where = "gpu";
+        if (isWeight && plan.offload_params !== "none") { where = plan.offload_params; }
+        else if ((name === "master weights (fp32)" || name === "optimizer states") && plan.offload_optimizer !== "none") {
+          where = plan.offload_optimizer;
+        } else if (isGrad && plan.offload_optimizer !== "none" && plan.zero >= 2) { where = "cpu"; }
+        if (where === "gpu") { gpu.push([name, val]); } else if (where === "cpu") { host.push([name, val]); } else { nvme += val; }
+      });
+      if (plan.zero === 3 && cb.gather) {
+        var pos = plan.pp === 1 ? "single" : (i === 0 ? "first" : (i === plan.pp - 1 ? "last" : "middle"));
+        gpu.push(["ZeRO-3 gather buffer", cb.gather * VL.largestModuleParams(m, plan.tp, plan.ep, pos) * scale(m)]);
+      }
+      var gradOf = function (list) {
+        return VL.sum(list.filter(function (p) { return p[0].indexOf("gradients") >= 0; }).map(function (p) { return p[1]; }));
+      };
+      var b = buckets(plan.zero, plan.tp, plan.pp, gradOf(gpu) || gradOf(parts));
+      if (b[1]) { gpu.push(["communication buckets (" + b[0] + ")", b[1]]); }
+      gpu.push(["activations", acts.length > 1 ? acts[i] : acts[0]]);
+      gpu.push(["reserve (CUDA context, framework)", res]);
+      var ints = function (list) { return list.map(function (p) { return [p[0], VL.toIntBytes(p[1])]; }); };
+      gpuStages.push(new VL.Breakdown(ints(gpu), m.name + ": " + VL.planLabel(plan) + ", stage " + i + " of " + plan.pp +
+        " (" + layers[i] + " layers), " + method + ", " + o.convention));
+      hostStages.push(new VL.Breakdown(ints(host), m.name + ": host memory per rank, stage " + i));
+      nvmeStages.push(VL.toIntBytes(nvme));
+    });
+    var totals = gpuStages.map(function (bd) { return bd.total; });
+    var peakStage = totals.indexOf(Math.max.apply(null, totals));
+    return { plan: plan, stage_layers: layers, stages: gpuStages, host: hostStages, nvme: nvmeStages,
+      peak_stage: peakStage, peak: gpuStages[peakStage], total: totals[peakStage] };
+  };
+
+  /* planning.spread and planning.balance_verdict (exact comparisons: the thresholds are 9/10, 1/10, 1/5) */
+  function spreadOf(totals) {
+    var hi = Math.max.apply(null, totals), lo = Math.min.apply(null, totals);
+    return { hi: hi, lo: lo, value: hi ? (hi - lo) / hi : 0 };
+  }
+  VL.balanceVerdict = function (totals, capacity) {
+    var s = spreadOf(totals), hi = s.hi, parts = [], under = true;
+    if (capacity !== null && capacity !== undefined) {
+      under = 10 * hi <= 9 * capacity;
+      parts.push("peak " + VL.toFixed(100 * (hi / capacity), 0) + "% of the card (" + (under ? "under" : "over") + " 90%)");
+    }
+    var d = hi - s.lo;
+    var word = 10 * d <= hi ? "balanced" : (5 * d <= hi ? "acceptable" : "unbalanced");
+    parts.push("spread " + VL.toFixed(100 * s.value, 1) + "%: " + word + " (source: under 10%-20%)");
+    var ok = word !== "unbalanced" && under;
+    return (ok ? "meets" : "fails") + " the source's criterion: " + parts.join("; ");
+  };
+
+  /* planning._layer_costs: per-layer model-state bytes of one rank and one layer's activations (megatron) */
+  function layerCosts(m, plan, seq, cb, bO) {
+    var vals = Object.assign({}, m.sym, { t: plan.tp, N_e: plan.ep });
+    var k = scale(m), moe = m.spec.n_experts > 0;
+    var dense = (moe ? P.LAYER_PARAMS_RANK_DENSE(vals)
+      : P.LAYER_PARAMS_RANK_DENSE(Object.assign({}, vals, { E: 0, n_mlp: 1 + m.spec.n_shared_experts }))) * k;
+    var expert = (moe ? P.LAYER_PARAMS_RANK_EXPERTS(vals) : 0) * k;
+    var per = function (dp) { return VL.sum(zeroParts(1, dp, plan.zero, cb, bO).map(function (p) { return p[1]; })); };
+    var x = dense * per(plan.dp) + expert * per(Math.floor(plan.dp / plan.ep)), states = [];
+    for (var j = 0; j < m.spec.n_layers; j++) { states.push(x); }
+    return { states: states, act: megatronLayer(m, plan, seq).a };
+  }
+
+  VL._dbgLayerCosts = function (m, plan, seq, conv, prec) { var cb = convBytes(conv, prec, plan.zero); return layerCosts(m, plan, seq, cb, VL.optimizerStateBytes(m, "adamw") / VL.weightParams(m)); };
+  /* planning.balance_pipeline: the even split, then the exact DP over stage boundaries minimising the peak and,
+   * among the optimal splits, maximising the smallest stage; the stages computed again by plan_memory */
+  VL.balancePipeline = function (m, plan, seq, capacity, o) {
+    VL.checkLayout(m, plan);
+    if (plan.virtual_stages > 1) {
+      throw VL.invalid("virtual_stages", plan.virtual_stages, "the balancer splits contiguous stages (no interleaving)");
+    }
+    var pp = plan.pp, common = Object.assign({}, o, { activation_style: "megatron" });
+    var even = VL.planMemory(m, plan, seq, common);
+    var out = function (bal) {
+      var tot = function (pm) { return pm.stages.map(function (bd) { return bd.total; }); };
+      return { layers: bal.stage_layers, stages: bal.stages, even_layers: even.stage_layers, even_stages: even.stages,
+        peak: bal.total, even_peak: even.total, verdict: VL.balanceVerdict(tot(bal), capacity),
+        even_verdict: VL.balanceVerdict(tot(even), capacity) };
+    };
+    if (pp === 1) { return out(even); }
+    var cb = convBytes(common.convention, common.precision, plan.zero);
+    var bO = VL.optimizerStateBytes(m, common.optimizer || "adamw") / VL.weightParams(m);
+    var lc = layerCosts(m, plan, seq, cb, bO), act = lc.act, n = m.spec.n_layers, S = [0], i, a, b;
+    for (i = 0; i < n; i++) { S.push(S[i] + lc.states[i]); }
+    var flights = [], fixed = [];
+    for (i = 0; i < pp; i++) { flights.push(VL.inFlight(pp, i, plan.n_micro, plan.schedule, 1)); }
+    var start = 0;
+    even.stages.forEach(function (bd, k) {
+      var z = start + even.stage_layers[k];
+      fixed.push(bd.total - (S[z] - S[start]) - flights[k] * act * (z - start));
+      start = z;
+    });
+    var cost = function (k, x, y) { return fixed[k] + (S[y] - S[x]) + flights[k] * act * (y - x); };
+    var best = [], arg = [], low = [], arg2 = [];
+    for (b = 0; b <= n; b++) { best.push(b === 0 ? 0 : Infinity); }
+    for (i = 0; i < pp; i++) {  /* np.argmin / np.min over a of max(best[a], cost) on a < b; first index on ties */
+      var nb = [], ai = [];
+      for (b = 0; b <= n; b++) {
+        var bv = Infinity, ba = 0;
+        for (a = 0; a <= n; a++) {
+          var c = a < b ? Math.max(best[a], cost(i, a, b)) : Infinity;
+          if (c < bv) { bv = c; ba = a; }
+        }
+        nb.push(bv);
+        ai.push(ba);
+      }
+      arg.push(ai);
+      best = nb;
+    }
+    var target = best[n] * (1 + 1e-12);
+    for (b = 0; b <= n; b++) { low.push(b === 0 ? Infinity : -Infinity); }
+    for (i = 0; i < pp; i++) {  /* among splits with peak <= target: maximise the smallest stage */
+      var nl = [], ai2 = [];
+      for (b = 0; b <= n; b++) {
+        var lv = -Infinity, la = 0;
+        for (a = 0; a <= n; a++) {
+          var cc = cost(i, a, b);
+          var c2 = (a < b && cc <= target) ? Math.min(low[a], cc) : -Infinity;
+          if (c2 > lv) { lv = c2; la = a; }
+        }
+        nl.push(lv);
+        ai2.push(la);
+      }
+      arg2.push(ai2);
+      low = nl;
+    }
+    var bounds = [], z2 = n;
+    for (i = pp - 1; i >= 0; i--) {
+      a = isFinite(low[n]) ? arg2[i][z2] : arg[i][z2];
+      bounds.push(z2 - a);
+      z2 = a;
+    }
+    var bal = VL.planMemory(m, plan, seq, Object.assign({}, common, { stage_layers: bounds.reverse() }));
+    if (bal.total > even.total) { bal = even; }
+    return out(bal);
+  };
+
+  function listRepr(xs) { return "[" + xs.join(", ") + "]"; }
+  function gb1(n) { return VL.toFixed(VL.gb(n), 1); }
+
+  /* widgets.parallel._model and _plan */
+  function panelModel(a) {
+    var m = VL.model(a.model);
+    if ((a.n_heads !== undefined && a.n_heads !== null) || (a.n_kv_heads !== undefined && a.n_kv_heads !== null)) {
+      m = VL.withHeads(m, a.n_heads || m.spec.n_heads, a.n_kv_heads || m.spec.n_kv_heads);
+    }
+    return m;
+  }
+  function dflt(x, d) { return x === undefined || x === null ? d : x; }
+  function panelPlan(a, offload) {
+    var tp = dflt(a.tp, 1);
+    return VL.parallelPlan({ tp: tp, pp: dflt(a.pp, 1), dp: dflt(a.dp, 1), zero: Number(dflt(a.zero, 0)),
+      recompute: dflt(a.recompute, "none"), micro_batch: dflt(a.micro_batch, 1), n_micro: dflt(a.n_micro, 1),
+      sequence_parallel: !!a.sequence_parallel && tp > 1,
+      offload_optimizer: offload ? dflt(a.offload_optimizer, "none") : "none",
+      offload_params: offload ? dflt(a.offload_params, "none") : "none",
+      virtual_stages: dflt(a.virtual_stages, 1), schedule: dflt(a.schedule, "1f1b") });
+  }
+
+  /* widgets.parallel._verdict */
+  function planVerdict(pm, cap) {
+    var free = cap - pm.total;
+    var head = free >= 0 ? "Fits on every GPU: " + VL.fmtBytes(free) + " free on the fullest (stage " + pm.peak_stage + ")."
+      : "Does not fit: the fullest GPU (stage " + pm.peak_stage + ") is short by " + VL.fmtBytes(-free) + ".";
+    if (pm.stages.length > 1) {
+      head += " Stages: " + pm.stages.map(function (bd) { return gb1(bd.total); }).join(" / ") + " GB";
+      head += " (spread " + VL.toFixed(100 * spreadOf(pm.stages.map(function (bd) { return bd.total; })).value, 0) + "%).";
+    }
+    var host = Math.max.apply(null, pm.host.map(function (bd) { return bd.total; }));
+    if (host) { head += " Host memory per rank: " + VL.fmtBytes(host) + "."; }
+    var nv = Math.max.apply(null, pm.nvme);
+    if (nv) { head += " NVMe per rank: " + VL.fmtBytes(nv) + "."; }
+    return head + " " + VL.commas(pm.plan.n_gpus) + " GPUs, global batch " + VL.commas(pm.plan.global_batch) + " sequences.";
+  }
+
+  /* widgets.parallel.plan_stages_compute */
+  VL.register("plan_stages", function (a) {
+    var card = VL.getGpu(a.gpu), m = panelModel(a), plan = panelPlan(a, true);
+    var pm = VL.planMemory(m, plan, dflt(a.seq, 2048), { method: dflt(a.method, "full"),
+      convention: dflt(a.convention, "mixed-fp32-master"), precision: dflt(a.precision, "bf16") });
+    return [pm.stages, card.memory_bytes, planVerdict(pm, card.memory_bytes)];
+  });
+
+  /* widgets.parallel.balance_stages_compute */
+  VL.register("balance_stages", function (a) {
+    var m = panelModel(a), card = VL.getGpu(a.gpu);
+    var o = { convention: dflt(a.convention, "mixed-fp32-master"), precision: dflt(a.precision, "bf16") };
+    var plan = panelPlan(Object.assign({ pp: 4, n_micro: 8 }, a), false), seq = dflt(a.seq, 2048);
+    if (plan.virtual_stages > 1) {
+      var pm = VL.planMemory(m, plan, seq, Object.assign({ activation_style: "megatron" }, o));
+      return [pm.stages, card.memory_bytes, "Interleaved 1F1B, " + plan.virtual_stages + " model chunks per GPU (the " +
+        "balancer splits contiguous stages only): even split " + listRepr(pm.stage_layers) + ", peak " + gb1(pm.total) +
+        " GB, " + VL.balanceVerdict(pm.stages.map(function (bd) { return bd.total; }), card.memory_bytes) + "."];
+    }
+    var res = VL.balancePipeline(m, plan, seq, card.memory_bytes, o);
+    var balanced = a.balanced === undefined ? true : a.balanced;
+    return [balanced ? res.stages : res.even_stages, card.memory_bytes, "Balanced split " + listRepr(res.layers) +
+      ": peak " + gb1(res.peak) + " GB, " + res.verdict + ". Even split " + listRepr(res.even_layers) + ": peak " +
+      gb1(res.even_peak) + " GB, " + res.even_verdict + "."];
+  });
+})();
