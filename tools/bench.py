@@ -36,6 +36,7 @@ def import_time() -> float:
 def main() -> int:
     import vramlib as vl
     from vramlib.widgets import evaluate_panel, inference_compute
+    from vramlib.widgets.training import training_compute
 
     m = vl.get_model("llama-2-13b")
     rows = [
@@ -48,6 +49,11 @@ def main() -> int:
             lambda **v: inference_compute(m, **v),
             dict(n_heads=40, n_kv_heads=8, weights="gptq-4bit-g128", kv_dtype="fp16", tokens=8192, gpu="rtx-4090",
                  attention="sdpa", batch=1)), repeat=30), 0.05),
+        ("widget update (chapter 2 training panel)", median_time(lambda: evaluate_panel(
+            lambda **v: training_compute("llama-33b", **v),
+            dict(n_heads=52, n_kv_heads=52, precision="bf16", method="qlora", lora_rank=16, optimizer="adamw",
+                 convention="mixed-fp32-master", recompute="full", attention="sdpa", seq=2048, micro_batch=1,
+                 gpu="rtx-a6000")), repeat=30), 0.05),
     ]
     width = max(len(r[0]) for r in rows)
     ok = True

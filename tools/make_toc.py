@@ -31,7 +31,7 @@ def toc_text() -> str:
     for caption, stems in PARTS:
         present = [s for s in stems if exists(s)]
         if present:
-            lines += [f"  - caption: {caption}", "    numbered: false" if caption.startswith("Workshop") else
+            lines += [f'  - caption: "{caption}"', "    numbered: false" if caption.startswith("Workshop") else
                       "    numbered: true", "    chapters:"]
             lines += [f"      - file: book/{s}" for s in present]
     return "\n".join(lines) + "\n"

@@ -18,7 +18,6 @@ from .models import ModelSpec, catalogue, get_model, model_names
 from .precision import Precision, get_precision, precision_names
 from .training import CONVENTIONS, METHODS, OPTIMIZERS, lora_params, optimizer_state_bytes, training_memory
 from .units import GB, GiB, fmt_bytes, gb, gib, parse_memory
-from . import audit, exercises, formulas, symbols, units, viz, widgets  # noqa: E402,F401  (submodules as attributes)
 
 __all__ = [
     "Breakdown", "CONVENTIONS", "ConfigError", "GB", "GPU", "GiB", "InvalidValueError", "METHODS", "ModelSpec",
@@ -29,7 +28,90 @@ __all__ = [
     "prefill_workspace_bytes", "training_memory", "weights_bytes", "weights_detail",
 ]
 __version__ = "0.1.0"
-from .parallel import DeepSpeedEstimate, ParallelPlan, PlanMemory, deepspeed_zero2_estimate, deepspeed_zero3_estimate, largest_module_params, plan_memory, zero_model_states  # noqa: E402,F401
-from .planning import ModelFamily, PipelineBalance, PlanSearch, balance_pipeline, largest_trainable_model, max_params_model_states, min_gpus_for_training, search_plans  # noqa: E402,F401
-from .serving import ServingCapacity, Roofline, cost_per_million_tokens, decode_curve, fit_map, plot_fit_map, roofline, serving_kv_capacity, vllm_default_batch  # noqa: E402,F401
-from .report import Fit, Hardware, fit_inference, fit_training, inference_memory_tp, parse_hardware  # noqa: E402,F401
+
+# Heavier modules load on first use (PEP 562), so that `import vramlib` stays well under a second:
+# `vl.serving_kv_capacity`, `vl.search_plans`, `vl.viz`, `vl.widgets` ... all work as attributes.
+_LAZY_MODULES = {
+    "audit", "bookshelf", "cli", "design", "exercises", "formulas", "jsgen", "parallel", "planning", "recommend",
+    "report", "rules_of_thumb", "serving", "symbols", "training_feasibility", "units", "validation", "viz", "widgets",
+}
+_LAZY_ATTRS = {
+    "bytes_per_param": ("training_feasibility", "bytes_per_param"),
+    "linear_until": ("training_feasibility", "linear_until"),
+    "linearity": ("training_feasibility", "linearity"),
+    "max_seq_for_training": ("training_feasibility", "max_seq_for_training"),
+    "model_states_bytes": ("training_feasibility", "model_states_bytes"),
+    "scaling_ratio": ("training_feasibility", "scaling_ratio"),
+    "size_ratio": ("training_feasibility", "size_ratio"),
+    "source_activation_bytes": ("training_feasibility", "source_activation_bytes"),
+    "source_training_memory": ("training_feasibility", "source_training_memory"),
+    "ServingCapacity": ("serving", "ServingCapacity"),
+    "Roofline": ("serving", "Roofline"),
+    "cost_per_million_tokens": ("serving", "cost_per_million_tokens"),
+    "decode_curve": ("serving", "decode_curve"),
+    "fit_map": ("serving", "fit_map"),
+    "plot_fit_map": ("serving", "plot_fit_map"),
+    "roofline": ("serving", "roofline"),
+    "serving_kv_capacity": ("serving", "serving_kv_capacity"),
+    "vllm_default_batch": ("serving", "vllm_default_batch"),
+    "DeepSpeedEstimate": ("parallel", "DeepSpeedEstimate"),
+    "ParallelPlan": ("parallel", "ParallelPlan"),
+    "PlanMemory": ("parallel", "PlanMemory"),
+    "deepspeed_zero2_estimate": ("parallel", "deepspeed_zero2_estimate"),
+    "deepspeed_zero3_estimate": ("parallel", "deepspeed_zero3_estimate"),
+    "largest_module_params": ("parallel", "largest_module_params"),
+    "plan_memory": ("parallel", "plan_memory"),
+    "zero_model_states": ("parallel", "zero_model_states"),
+    "ModelFamily": ("planning", "ModelFamily"),
+    "PipelineBalance": ("planning", "PipelineBalance"),
+    "PlanSearch": ("planning", "PlanSearch"),
+    "balance_pipeline": ("planning", "balance_pipeline"),
+    "largest_trainable_model": ("planning", "largest_trainable_model"),
+    "max_params_model_states": ("planning", "max_params_model_states"),
+    "min_gpus_for_training": ("planning", "min_gpus_for_training"),
+    "search_plans": ("planning", "search_plans"),
+    "Fit": ("report", "Fit"),
+    "Hardware": ("report", "Hardware"),
+    "fit_inference": ("report", "fit_inference"),
+    "fit_training": ("report", "fit_training"),
+    "inference_memory_tp": ("report", "inference_memory_tp"),
+    "parse_hardware": ("report", "parse_hardware"),
+    "bookshelf_alt_text": ("bookshelf", "alt_text"),
+    "bookshelf_pair": ("bookshelf", "bookshelf_pair"),
+    "bookshelf_stack": ("bookshelf", "bookshelf_stack"),
+    "draw_bookshelf": ("bookshelf", "draw_bookshelf"),
+    "shelf_layout": ("bookshelf", "shelf_layout"),
+    "design_levers": ("design", "design_levers"),
+    "equal_params_shape": ("design", "equal_params_shape"),
+    "equal_params_shapes": ("design", "equal_params_shapes"),
+    "evaluate_design": ("design", "evaluate_design"),
+    "Recommendation": ("recommend", "Recommendation"),
+    "max_seq_for_plan": ("recommend", "max_seq_for_plan"),
+    "recommend_gpus": ("recommend", "recommend_gpus"),
+    "recommendation_table": ("recommend", "recommendation_table"),
+    "implied_coefficient": ("rules_of_thumb", "implied_coefficient"),
+    "component_summary": ("validation", "component_summary"),
+    "published_rows": ("validation", "published_rows"),
+    "published_stats": ("validation", "published_stats"),
+    "real_setup_bytes": ("validation", "real_setup_bytes"),
+}
+
+
+def __getattr__(name: str):
+    import importlib
+
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f".{name}", __name__)
+    if name in _LAZY_ATTRS:
+        module, attr = _LAZY_ATTRS[name]
+        value = getattr(importlib.import_module(f".{module}", __name__), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'vramlib' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _LAZY_MODULES | set(_LAZY_ATTRS))
+
+
+__all__ += sorted(_LAZY_ATTRS)

@@ -5,7 +5,7 @@ Every formula is a sympy expression written once here (or in :mod:`vramlib.formu
 :mod:`vramlib.activations`) and evaluated exactly; :mod:`vramlib.planning` lambdifies the same
 expressions with numpy for the plan search. Chapters 3, 4, 9, 11 and 12 display them.
 
-Conventions (a plan is always read with one of :data:`vramlib.training.CONVENTIONS`):
+Conventions (a plan is always read with one of ``vramlib.training.CONVENTIONS``):
 
 * ``source-12`` -- the source document: 2 + 2 + 8 bytes per parameter, no master copy.
 * ``mixed-fp32-master`` -- Rajbhandari et al. 2020 (ZeRO), section 3.1 and Table 1: 2 + 2 + K with K = 12.
