@@ -598,8 +598,11 @@ def error_bars(summary: list[dict] | None = None, ax=None):
 # --- widget panel ----------------------------------------------------------------------------------------------
 
 
-def published_compute(entry: str):
-    """Panel compute: vramlib's Breakdown for a published workload, the published figure as the line, a verdict."""
+def published_compute(entry: str, predictions: dict | None = None):
+    """Panel compute: vramlib's Breakdown for a published workload, the published figure as the line, a verdict.
+
+    ``predictions``: :func:`published_predictions`, this function's result for every entry, which the panel hands
+    the static book (``vramlib/js/validation.js`` shows the selected one); ignored here, where it is computed."""
     e = published_entry(entry)
     bd = published_prediction(e)
     if e["kind"] == "bound":
@@ -616,8 +619,27 @@ def published_compute(entry: str):
     return bd, (meas if scale > 1 else None), verdict
 
 
+def published_predictions() -> dict[str, dict]:
+    """:func:`published_compute` for every published entry, as JSON data: ``{id: {"parts", "capacity", "verdict",
+    "title"}}`` (or ``{"error": message}``). The control is a choice among these entries, so the static book's
+    calculator shows this table, computed by vramlib, rather than re-deriving each workload in JavaScript."""
+    from .errors import VramlibError
+
+    out: dict[str, dict] = {}
+    for e in load_published():
+        try:
+            bd, cap, verdict = published_compute(e["id"])
+        except VramlibError as err:
+            out[e["id"]] = {"error": str(err)}
+            continue
+        out[e["id"]] = {"parts": [[k, v] for k, v in bd.items()], "capacity": cap, "verdict": verdict,
+                        "title": bd.title}
+    return out
+
+
 def published_panel(entry: str | None = None):
-    """ipywidgets panel: pick a published figure, see vramlib's breakdown against it (chapter 16)."""
+    """ipywidgets panel: pick a published figure, see vramlib's breakdown against it (chapter 16). The static book
+    shows the same choice live (``vramlib/js/validation.js``) from :func:`published_predictions`."""
     import ipywidgets as w
 
     from .widgets import panel
@@ -625,7 +647,7 @@ def published_panel(entry: str | None = None):
     ids = [e["id"] for e in load_published()]
     ctl = {"entry": w.Dropdown(options=ids, value=entry or ids[0], description="published figure",
                                style={"description_width": "initial"}, layout=w.Layout(width="520px"))}
-    return panel(published_compute, ctl)
+    return panel(published_compute, ctl, fixed={"predictions": published_predictions()})
 
 
 def catalogue_exact() -> dict:
@@ -643,6 +665,7 @@ __all__ = [
     "catalogue_exact", "component_rows", "component_summary", "convention_table", "error_bars", "error_stats",
     "kv_config_rows", "kv_rows", "kv_sliding_rows", "load_measured", "load_published", "lora_param_rows",
     "lora_saved_rows", "model_states_comparison", "optimizer_rows", "parity_plot", "provenance", "published_compute",
-    "published_entry", "published_measured", "published_panel", "published_prediction", "published_rows",
+    "published_entry", "published_measured", "published_panel", "published_prediction", "published_predictions",
+    "published_rows",
     "published_stats", "published_table", "real_setup_bytes",
 ]

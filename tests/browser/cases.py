@@ -4,6 +4,10 @@ A case is the panel's fixed arguments (read back from the page's ``data-fixed``)
 (``data-controls``), drawn with a seeded generator: selects uniformly, integers near the chapter's value or
 log-uniformly within the control's bounds, heads mostly among the divisors that make a valid shape (the
 rest exercise the error path, which must give vramlib's own message).
+
+A stages calculator (``widgets.parallel``) is compared on its fullest stage (the table the page shows) and its
+verdict (every stage's total or split); the bookshelf on its first shelf's items and the pictures in words of
+every shelf (every item in GB, each verdict).
 """
 from __future__ import annotations
 
@@ -22,16 +26,31 @@ def _divisors(n: int, upto: int) -> list[int]:
     return [k for k in range(1, min(n, upto) + 1) if n % k == 0]
 
 
+SPARING = ("virtual_stages", "offload_optimizer", "offload_params")
+"""Knobs valid only with some others (interleaving, offload needs ZeRO): mostly left at the chapter's value, so
+that most sets are valid plans; the rest exercise vramlib's error messages."""
+
+
 def random_values(specs: list[dict], fixed: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     """One value per control; the heads knobs use the fixed model's hidden size to stay mostly valid."""
     values: dict[str, Any] = {}
     models = [v for v in fixed.values() if isinstance(v, dict) and "$model" in v]
+    catalogue = next((v["models"] for v in fixed.values() if isinstance(v, dict) and "models" in v), {})
     for s in specs:
+        chosen = catalogue.get(values.get("model")) if isinstance(values.get("model"), str) else None
+        if chosen:  # a model chosen by a control (the bookshelf): its shape
+            models = [chosen]
         hidden = values.get("hidden") or (models[0]["$model"]["hidden"] if models else None)
         name, kind = s["name"], s["kind"]
         if kind in ("int", "float"):
             lo, hi = s.get("min", 1), s.get("max", max(8 * abs(s["value"] or 1), 2))
-        if kind == "select":
+        if chosen and name in ("n_heads", "n_kv_heads") and rng.random() < 0.8:
+            values[name] = chosen["$model"][name]  # what the panel sets when the model changes
+        elif kind == "select" and name in SPARING and s["value"] in s["options"] and rng.random() < 0.6:
+            values[name] = s["value"]
+        elif kind == "int" and name in SPARING and rng.random() < 0.6:
+            values[name] = s["value"]
+        elif kind == "select":
             values[name] = rng.choice(s["options"])
         elif kind == "bool":
             values[name] = rng.random() < 0.5
@@ -56,24 +75,37 @@ def python_result(calc: str, fixed_json: dict[str, Any], values: dict[str, Any])
     compute = calculators()[calc]
     fixed = {k: jsgen.from_js_value(v) for k, v in fixed_json.items()}
     try:
-        bd, cap, verdict = compute(**fixed, **values)
+        result = compute(**fixed, **values)
     except VramlibError as e:
         return {"error": str(e)}
+    if isinstance(result, list):  # the bookshelf: [(caption, Shelf), ...]; the page shows the pictures in words
+        from vramlib.bookshelf import shelf_alt_text
+        from vramlib.widgets.bookshelf import shelf_breakdown
+
+        first = result[0][1]
+        return {"parts": [[k, v] for k, v in shelf_breakdown(first).items()], "capacity": first.capacity_bytes,
+                "verdict": "".join(shelf_alt_text(s) for _, s in result), "title": first.title}
+    bd, cap, verdict = result
     if isinstance(bd, (tuple, list)):  # a stages calculator (widgets.parallel): the page's table is the fullest stage
         bd = bd[max(range(len(bd)), key=lambda i: bd[i].total)]
     return {"parts": [[k, v] for k, v in bd.items()], "capacity": cap, "verdict": verdict, "title": bd.title}
 
 
+PANEL_MODULES = ("vramlib.validation",)
+"""Modules outside vramlib.widgets whose panels name a calculator (``validation.published_compute``)."""
+
+
 def calculators() -> dict[str, Any]:
-    """Calculator name -> the Python compute function of the same name in vramlib.widgets.*"""
+    """Calculator name -> the Python compute function of the same name in vramlib.widgets.* (and PANEL_MODULES)"""
     import importlib
     import pkgutil
 
     import vramlib.widgets as W
 
     out = {}
-    for mod in pkgutil.iter_modules(W.__path__):
-        m = importlib.import_module(f"vramlib.widgets.{mod.name}")
+    names = [f"vramlib.widgets.{mod.name}" for mod in pkgutil.iter_modules(W.__path__)] + list(PANEL_MODULES)
+    for module in names:
+        m = importlib.import_module(module)
         for name, obj in vars(m).items():
             if name.endswith("_compute") and callable(obj):
                 out[name[: -len("_compute")]] = obj

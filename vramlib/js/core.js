@@ -286,6 +286,7 @@ VL.breakdownTable = function (bd) {
     "</th><th" + right + ">" + VL.fixed(VL.gib(bd.total), 2) + "</th><th></th></tr></tfoot></table>";
 };
 VL.render = function (result) {
+  if (!(result instanceof Error) && typeof result.render === "function") { return result.render(); }  /* draws itself */
   if (!(result instanceof Error) && Array.isArray(result[0])) { return VL.renderStages(result); }
   if (result instanceof Error) {
     return "<div class='vramlib-error' style='color:#b00020'>&#9888; " + VL.escape(result.message) + "</div>";
@@ -328,7 +329,12 @@ VL.run = function (compute, values) {
 VL.evaluate = function (compute, values) { return VL.render(VL.run(compute, values)); };
 
 /* ---- the UI: the same knobs as the chapter's ipywidgets panel (data-controls), live ---- */
-VL.register = function (name, compute) { VL.calcs[name] = compute; };
+/* opts.linked(name, values): after control `name` changed, {other control: new value} to set first (the chapter's
+ * ipywidgets observers, e.g. a new model brings its own heads) */
+VL.register = function (name, compute, opts) {
+  if (opts && opts.linked) { compute.linked = opts.linked; }
+  VL.calcs[name] = compute;
+};
 var uid = 0;
 function makeControl(spec, onChange) {
   var id = "vramlib-ctl-" + (++uid), wrap = document.createElement("span"), input;
@@ -402,6 +408,19 @@ VL.mount = function (el) {
   out.className = "vramlib-calc-out";
   out.setAttribute("aria-live", "polite");
   var ctls = [];
+  function link(name) {
+    if (!compute.linked) { return; }
+    var values = Object.assign({}, fixed);
+    ctls.forEach(function (c) { values[c.spec.name] = c.input.getValue(); });
+    var set = compute.linked(name, values) || {};
+    ctls.forEach(function (c) {
+      if (!Object.prototype.hasOwnProperty.call(set, c.spec.name)) { return; }
+      if (c.spec.kind === "bool") { c.input.checked = !!set[c.spec.name]; } else if (c.spec.kind === "select") {
+        var i = c.spec.options.indexOf(set[c.spec.name]);
+        if (i >= 0) { c.input.value = String(i); }
+      } else { c.input.value = String(set[c.spec.name]); }
+    });
+  }
   function update() {
     var values = Object.assign({}, fixed);
     ctls.forEach(function (c) { values[c.spec.name] = c.input.getValue(); });
@@ -413,7 +432,7 @@ VL.mount = function (el) {
     var row = document.createElement("div");
     row.className = "vramlib-calc-row";
     specs.slice(i, i + 3).forEach(function (s) {
-      var c = makeControl(s, update);
+      var c = makeControl(s, function () { link(s.name); update(); });
       ctls.push(c);
       row.appendChild(c.el);
     });

@@ -2,10 +2,12 @@
  * check_layout, stage_params, the stage activations, plan_memory), vramlib.widgets.parallel._verdict and
  * vramlib.widgets.finetune (finetune_plan, finetune_compute). Every size comes from a generated VL.parallel /
  * VL.formulas / VL.activations function; the training pieces (activations, LoRA, optimizer states, weights) are
- * the functions of training.js / inference.js / parallel.js, looked up when a calculator runs. */
+ * the functions of training.js / inference.js / parallel.js, looked up when a calculator runs. Its plan model lives
+ * in VL.ft (recommend.js uses it too): it covers what these panels need (full, LoRA and QLoRA, optimizer offload to
+ * host or NVMe, communication buckets, host memory), so parallel.js's VL.planMemory can evolve on its own. */
 (function () {
   var P = VL.parallel, A = VL.activations, D = VL.data, C = VL.data.constants;
-  var FT = VL.ft = {};  /* this calculator's own plan model (full, LoRA and QLoRA; offload; buckets), apart from parallel.js's */
+  var FT = VL.ft = {};
   var has = function (o, k) { return Object.prototype.hasOwnProperty.call(o, k); };
 
   /* parallel.ZERO_STAGE_FLAGS (stage -> z_os, z_g, z_p), OFFLOAD, SCHEDULES and the DeepSpeed bucket defaults */

@@ -28,6 +28,42 @@
     return Math.max.apply(null, cands);
   };
 
+  /* ---- exact rationals (BigInt): vramlib sums these states as Fractions and rounds up once (formulas.to_int_bytes);
+   * a float sum can land a byte away, which would move the balancer's near-ties. Values of the generated
+   * expressions whose denominator is known (a division by t, N_d ...) are read back exactly: round(x * D) / D. ---- */
+  function gcd(a, b) { while (b) { var r = a % b; a = b; b = r; } return a < 0n ? -a : a; }
+  function Q(n, d) {
+    n = BigInt(n); d = d === undefined ? 1n : BigInt(d);
+    if (d < 0n) { n = -n; d = -d; }
+    var g = gcd(n, d) || 1n;
+    return { n: n / g, d: d / g };
+  }
+  Q.of = function (x, D) {  /* a generated value known to be an integer / D */
+    var y = Math.round(x * D);
+    if (!Number.isSafeInteger(y)) { throw new Error("exact value out of range: " + x); }
+    return Q(y, D);
+  };
+  Q.add = function (a, b) { return Q(a.n * b.d + b.n * a.d, a.d * b.d); };
+  Q.mul = function (a, b) { return Q(a.n * b.n, a.d * b.d); };
+  Q.sum = function (xs) { return xs.reduce(Q.add, Q(0)); };
+  Q.ceil = function (a) {  /* formulas.to_int_bytes */
+    var q = a.n / a.d;
+    if (q * a.d !== a.n && a.n > 0n) { q += 1n; }
+    return Number(q);
+  };
+  Q.num = function (a) {  /* float(Fraction): correctly rounded */
+    if (a.n === 0n) { return 0; }
+    var neg = a.n < 0n, n = neg ? -a.n : a.n, k = 64 - (n.toString(2).length - a.d.toString(2).length), q, r;
+    if (k >= 0) { q = (n << BigInt(k)) / a.d; r = (n << BigInt(k)) - q * a.d; } else {
+      var dd = a.d << BigInt(-k);
+      q = n / dd; r = n - q * dd;
+    }
+    if (r !== 0n) { q |= 1n; }  /* sticky bit below the 53 kept */
+    var x = Number(q) * Math.pow(2, -k);
+    return neg ? -x : x;
+  };
+  Q.cmp = function (a, b) { var x = a.n * b.d - b.n * a.d; return x > 0n ? 1 : (x < 0n ? -1 : 0); };
+
   /* ---- the plan (parallel.ParallelPlan) ---- */
   var SCHEDULES = ["1f1b", "gpipe"], OFFLOAD = ["none", "cpu", "nvme"];
   /* parallel.ZERO_STAGE_FLAGS: stage k shards optimizer states (k >= 1), gradients (k >= 2), weights (k = 3) */
@@ -131,21 +167,28 @@
     return P.IN_FLIGHT[key]({ p: pp, i: stage, m: nMicro, v: v });
   };
 
-  function scale(m) { /* parallel._scale: nominal / exact parameters */
-    return m.spec.nominal_params !== null && m.spec.nominal_params !== undefined ? m.spec.nominal_params / VL.nParams(m) : 1;
+  function scaleQ(m) { /* parallel._scale: nominal / exact parameters */
+    return m.spec.nominal_params !== null && m.spec.nominal_params !== undefined ? Q(m.spec.nominal_params, VL.nParams(m)) : Q(1);
   }
 
-  /* parallel.stage_params for every layer dense or every layer MoE (moe_layers=None) */
-  VL.stageParams = function (m, tp, pp, ep, layers) {
-    var moe = m.spec.n_experts > 0;
-    var vals = Object.assign({}, m.sym, { t: tp, N_e: ep, z_one: pp === 1 ? 1 : 0 });
+  /* one layer's (non-expert, expert) parameters on one rank, exact (LAYER_PARAMS_RANK_DENSE / _EXPERTS) */
+  function layerParamsQ(m, tp, ep) {
+    var vals = Object.assign({}, m.sym, { t: tp, N_e: ep }), moe = m.spec.n_experts > 0;
     var dense = moe ? P.LAYER_PARAMS_RANK_DENSE(vals)
       : P.LAYER_PARAMS_RANK_DENSE(Object.assign({}, vals, { E: 0, n_mlp: 1 + m.spec.n_shared_experts }));
-    var expert = moe ? P.LAYER_PARAMS_RANK_EXPERTS(vals) : 0;
-    var first = P.FIRST_STAGE_PARAMS(vals), last = P.LAST_STAGE_PARAMS(vals), k = scale(m);
+    return [Q.of(dense, tp), moe ? Q.of(P.LAYER_PARAMS_RANK_EXPERTS(vals), tp * ep) : Q(0)];
+  }
+
+  /* parallel.stage_params for every layer dense or every layer MoE (moe_layers=None): exact [dense, expert] */
+  VL.stageParamsQ = function (m, tp, pp, ep, layers) {
+    var vals = Object.assign({}, m.sym, { t: tp, N_e: ep, z_one: pp === 1 ? 1 : 0 });
+    var per = layerParamsQ(m, tp, ep), k = scaleQ(m);
+    var first = Q.of(P.FIRST_STAGE_PARAMS(vals), tp), last = Q.of(P.LAST_STAGE_PARAMS(vals), tp);
     return layers.map(function (n, i) {
-      var d = n * dense + (i === 0 ? first : 0) + (i === pp - 1 ? last : 0);
-      return [d * k, n * expert * k];
+      var d = Q.mul(Q(n), per[0]);
+      if (i === 0) { d = Q.add(d, first); }
+      if (i === pp - 1) { d = Q.add(d, last); }
+      return [Q.mul(d, k), Q.mul(Q.mul(Q(n), per[1]), k)];
     });
   };
 
@@ -160,10 +203,15 @@
       gather: conv.gather_buffer_per_param };
   }
 
-  function zeroParts(psi, dp, zero, cb, bO) { /* ZERO_STATES[zero] evaluated: [[name, bytes]] */
-    var vals = Object.assign({ Psi: psi, N_d: dp, b_o: bO, b_w: cb.b_w, b_g: cb.b_g, b_gh: cb.b_gh, b_m: cb.b_m },
-      ZERO_FLAGS[zero]);
-    return Object.keys(P.ZERO_PARTS).map(function (name) { return [name, P.ZERO_PARTS[name](vals)]; });
+  /* ZERO_STATES[zero] evaluated exactly: [[name, Fraction]]. Each part is Psi (b_x + b_o) / N_d^z: read at Psi = 1
+   * with b_o = 0 and with b_o = 1 (the b_x and the sharding exact over N_d), then scaled by Psi. */
+  function zeroPartsQ(psi, dp, zero, cb, bO) {
+    var base = Object.assign({ Psi: 1, N_d: dp, b_w: cb.b_w, b_g: cb.b_g, b_gh: cb.b_gh, b_m: cb.b_m, b_o: 0 }, ZERO_FLAGS[zero]);
+    var unit = Object.assign({}, base, { b_w: 0, b_g: 0, b_gh: 0, b_m: 0, b_o: 1 });
+    return Object.keys(P.ZERO_PARTS).map(function (name) {
+      var f = P.ZERO_PARTS[name], c = Q.add(Q.of(f(base), dp), Q.mul(Q.of(f(unit), dp), bO));
+      return [name, Q.mul(psi, c)];
+    });
   }
 
   function activationStyle(m, plan, style) { /* parallel._activation_style */
@@ -199,7 +247,7 @@
   function buckets(zero, tp, pp, gradBytes) { /* parallel._buckets for rule "auto", overlap_comm False */
     var rule = zero === 0 ? (tp === 1 && pp === 1 ? "ddp" : "none") : "deepspeed";
     if (rule === "none") { return [rule, 0]; }
-    if (rule === "ddp") { return [rule, VL.toIntBytes(gradBytes)]; }
+    if (rule === "ddp") { return [rule, Q.ceil(gradBytes)]; }
     return [rule, zero === 3 ? 2 * (DS_REDUCE + DS_PREFETCH) : 2 * DS_REDUCE];
   }
 
@@ -221,42 +269,45 @@
     var prec = VL.getPrecision(o.precision, "precision").name;
     var acts = stageActivations(m, plan, seq, layers, style, prec, o.attention);
     var res = VL.parseMemory(o.reserve, "reserve");
-    var perStage = VL.stageParams(m, plan.tp, plan.pp, plan.ep, layers);
-    var bO = VL.optimizerStateBytes(m, o.optimizer) / VL.weightParams(m);
+    var perStage = VL.stageParamsQ(m, plan.tp, plan.pp, plan.ep, layers), k = scaleQ(m);
+    var bO = Q(VL.optimizerStateBytes(m, o.optimizer), VL.weightParams(m));
     var gpuStages = [], hostStages = [], nvmeStages = [];
     perStage.forEach(function (st, i) {
-      var parts = zeroParts(st[0], plan.dp, plan.zero, cb, bO);
-      if (st[1]) {
-        zeroParts(st[1], Math.floor(plan.dp / plan.ep), plan.zero, cb, bO).forEach(function (p, j) { parts[j][1] += p[1]; });
+      var parts = zeroPartsQ(st[0], plan.dp, plan.zero, cb, bO);
+      if (st[1].n !== 0n) {
+        zeroPartsQ(st[1], Math.floor(plan.dp / plan.ep), plan.zero, cb, bO).forEach(function (p, j) {
+          parts[j][1] = Q.add(parts[j][1], p[1]);
+        });
       }
-      var gpu = [], host = [], nvme = 0;
+      var gpu = [], host = [], nvme = Q(0);
       parts.forEach(function (p) {
         var name = p[0], val = p[1];
-        if (!val) { return; }
+        if (val.n === 0n) { return; }
         var isGrad = name.indexOf("gradients") >= 0, isWeight = name === "weights" || name === "LoRA adapters";
         var where = "gpu";
         if (isWeight && plan.offload_params !== "none") { where = plan.offload_params; }
         else if ((name === "master weights (fp32)" || name === "optimizer states") && plan.offload_optimizer !== "none") {
           where = plan.offload_optimizer;
         } else if (isGrad && plan.offload_optimizer !== "none" && plan.zero >= 2) { where = "cpu"; }
-        if (where === "gpu") { gpu.push([name, val]); } else if (where === "cpu") { host.push([name, val]); } else { nvme += val; }
+        if (where === "gpu") { gpu.push([name, val]); } else if (where === "cpu") { host.push([name, val]); } else { nvme = Q.add(nvme, val); }
       });
       if (plan.zero === 3 && cb.gather) {
         var pos = plan.pp === 1 ? "single" : (i === 0 ? "first" : (i === plan.pp - 1 ? "last" : "middle"));
-        gpu.push(["ZeRO-3 gather buffer", cb.gather * VL.largestModuleParams(m, plan.tp, plan.ep, pos) * scale(m)]);
+        var big = Q.of(VL.largestModuleParams(m, plan.tp, plan.ep, pos), plan.tp * plan.ep);
+        gpu.push(["ZeRO-3 gather buffer", Q.mul(Q.mul(Q(cb.gather), big), k)]);
       }
       var gradOf = function (list) {
-        return VL.sum(list.filter(function (p) { return p[0].indexOf("gradients") >= 0; }).map(function (p) { return p[1]; }));
+        return Q.sum(list.filter(function (p) { return p[0].indexOf("gradients") >= 0; }).map(function (p) { return p[1]; }));
       };
-      var b = buckets(plan.zero, plan.tp, plan.pp, gradOf(gpu) || gradOf(parts));
-      if (b[1]) { gpu.push(["communication buckets (" + b[0] + ")", b[1]]); }
-      gpu.push(["activations", acts.length > 1 ? acts[i] : acts[0]]);
-      gpu.push(["reserve (CUDA context, framework)", res]);
-      var ints = function (list) { return list.map(function (p) { return [p[0], VL.toIntBytes(p[1])]; }); };
+      var gg = gradOf(gpu), b = buckets(plan.zero, plan.tp, plan.pp, gg.n !== 0n ? gg : gradOf(parts));
+      if (b[1]) { gpu.push(["communication buckets (" + b[0] + ")", Q(b[1])]); }
+      gpu.push(["activations", Q(acts.length > 1 ? acts[i] : acts[0])]);
+      gpu.push(["reserve (CUDA context, framework)", Q(res)]);
+      var ints = function (list) { return list.map(function (p) { return [p[0], Q.ceil(p[1])]; }); };
       gpuStages.push(new VL.Breakdown(ints(gpu), m.name + ": " + VL.planLabel(plan) + ", stage " + i + " of " + plan.pp +
         " (" + layers[i] + " layers), " + method + ", " + o.convention));
       hostStages.push(new VL.Breakdown(ints(host), m.name + ": host memory per rank, stage " + i));
-      nvmeStages.push(VL.toIntBytes(nvme));
+      nvmeStages.push(Q.ceil(nvme));
     });
     var totals = gpuStages.map(function (bd) { return bd.total; });
     var peakStage = totals.indexOf(Math.max.apply(null, totals));
@@ -282,20 +333,17 @@
     return (ok ? "meets" : "fails") + " the source's criterion: " + parts.join("; ");
   };
 
-  /* planning._layer_costs: per-layer model-state bytes of one rank and one layer's activations (megatron) */
+  /* planning._layer_costs: per-layer model-state bytes of one rank (float of the exact value, as vramlib) and one
+   * layer's activations for one micro-batch (megatron) */
   function layerCosts(m, plan, seq, cb, bO) {
-    var vals = Object.assign({}, m.sym, { t: plan.tp, N_e: plan.ep });
-    var k = scale(m), moe = m.spec.n_experts > 0;
-    var dense = (moe ? P.LAYER_PARAMS_RANK_DENSE(vals)
-      : P.LAYER_PARAMS_RANK_DENSE(Object.assign({}, vals, { E: 0, n_mlp: 1 + m.spec.n_shared_experts }))) * k;
-    var expert = (moe ? P.LAYER_PARAMS_RANK_EXPERTS(vals) : 0) * k;
-    var per = function (dp) { return VL.sum(zeroParts(1, dp, plan.zero, cb, bO).map(function (p) { return p[1]; })); };
-    var x = dense * per(plan.dp) + expert * per(Math.floor(plan.dp / plan.ep)), states = [];
+    var per = layerParamsQ(m, plan.tp, plan.ep), k = scaleQ(m);
+    var perBytes = function (dp) { return Q.sum(zeroPartsQ(Q(1), dp, plan.zero, cb, bO).map(function (p) { return p[1]; })); };
+    var x = Q.num(Q.add(Q.mul(Q.mul(per[0], k), perBytes(plan.dp)),
+      Q.mul(Q.mul(per[1], k), perBytes(Math.floor(plan.dp / plan.ep))))), states = [];
     for (var j = 0; j < m.spec.n_layers; j++) { states.push(x); }
     return { states: states, act: megatronLayer(m, plan, seq).a };
   }
 
-  VL._dbgLayerCosts = function (m, plan, seq, conv, prec) { var cb = convBytes(conv, prec, plan.zero); return layerCosts(m, plan, seq, cb, VL.optimizerStateBytes(m, "adamw") / VL.weightParams(m)); };
   /* planning.balance_pipeline: the even split, then the exact DP over stage boundaries minimising the peak and,
    * among the optimal splits, maximising the smallest stage; the stages computed again by plan_memory */
   VL.balancePipeline = function (m, plan, seq, capacity, o) {
@@ -313,7 +361,7 @@
     };
     if (pp === 1) { return out(even); }
     var cb = convBytes(common.convention, common.precision, plan.zero);
-    var bO = VL.optimizerStateBytes(m, common.optimizer || "adamw") / VL.weightParams(m);
+    var bO = Q(VL.optimizerStateBytes(m, common.optimizer || "adamw"), VL.weightParams(m));
     var lc = layerCosts(m, plan, seq, cb, bO), act = lc.act, n = m.spec.n_layers, S = [0], i, a, b;
     for (i = 0; i < n; i++) { S.push(S[i] + lc.states[i]); }
     var flights = [], fixed = [];

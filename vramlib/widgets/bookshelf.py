@@ -3,7 +3,9 @@ the shelf redrawn as inline SVG (no matplotlib, so an update stays far under 50 
 from __future__ import annotations
 
 import html
+from functools import lru_cache
 
+from ..breakdown import Breakdown
 from ..bookshelf import Shelf, bookshelf_svg, shelf_alt_text, shelf_layout, verdict
 from ..errors import InvalidValueError, VramlibError, check_choice
 from ..hardware import GPUS, get_gpu
@@ -26,8 +28,12 @@ def _with_heads(m, n_heads: int, n_kv_heads: int):
 
 
 def bookshelf_compute(model, n_heads: int, n_kv_heads: int, weights: str, tokens: int, gpu: str, task: str = "both",
-                      batch: int = 1, prefill_chunk: int | None = 2048, volumes: int = 12) -> list[tuple[str, Shelf]]:
+                      batch: int = 1, prefill_chunk: int | None = 2048, volumes: int = 12,
+                      js_data: dict | None = None) -> list[tuple[str, Shelf]]:
     """One update: ``[(caption, Shelf), ...]`` for inference and/or full training of ``model`` on ``gpu``.
+
+    ``js_data``: :func:`bookshelf_js_data`, what the static book's calculator (``vramlib/js/bookshelf.js``) needs
+    from vramlib (the catalogue models, the furniture tables); ignored here.
 
     Inference: ``weights`` for the books, a KV cache in the same precision when it is a float format
     (fp16 otherwise), ``batch`` conversations of ``tokens`` tokens, prefill in chunks of ``prefill_chunk``.
@@ -53,9 +59,14 @@ def bookshelf_compute(model, n_heads: int, n_kv_heads: int, weights: str, tokens
     return out
 
 
+def shelf_breakdown(shelf: Shelf) -> Breakdown:
+    """The shelf's items as a Breakdown, in shelf order (its table in the panel)."""
+    return Breakdown({i.component: i.nbytes for i in shelf.items}, title=shelf.title)
+
+
 def bookshelf_render(shelves: list[tuple[str, Shelf]] | Exception) -> str:
     """HTML: for each shelf its caption and verdict, the SVG on a common scale; then the pictures in words (alt
-    text); or an error line."""
+    text) and each shelf's numbers; or an error line."""
     if isinstance(shelves, Exception):
         return render(shelves)
     xmax = max(max(s.total_bytes, s.capacity_bytes) for _, s in shelves)
@@ -66,7 +77,31 @@ def bookshelf_render(shelves: list[tuple[str, Shelf]] | Exception) -> str:
                       f"<span style='color:{colour}'>{html.escape(verdict(s))}</span></p>"
                       + bookshelf_svg(s, xmax_bytes=xmax))
     words = "<br>".join(html.escape(shelf_alt_text(s)) for _, s in shelves)
-    return "".join(blocks) + f"<details><summary>the picture in words</summary>{words}</details>"
+    tables = "".join(shelf_breakdown(s)._repr_html_().replace(
+        "<table class='vramlib-breakdown'>", "<table class='vramlib-breakdown-more'>", int(k > 0))
+        for k, (_, s) in enumerate(shelves))
+    return ("".join(blocks) + "<details><summary>the picture in words, and the numbers</summary>"
+            f"<span class='vramlib-verdict'>{words}</span>{tables}</details>")
+
+
+@lru_cache(maxsize=1)
+def bookshelf_js_data() -> dict:
+    """What ``vramlib/js/bookshelf.js`` takes from vramlib, as JSON: every catalogue model (``jsgen.model_json``),
+    the furniture, print qualities, order and words of :mod:`vramlib.bookshelf`, and the tasks."""
+    from .. import bookshelf as B
+    from ..jsgen import model_json
+
+    return {
+        "models": {n: model_json(get_model(n)) for n in model_names()},
+        "furniture": {k: {"thing": f.thing, "plain": f.plain, "colour": f.colour, "height": f.height}
+                      for k, f in B._FURNITURE.items()},
+        "component_kind": [list(x) for x in B._COMPONENT_KIND], "order": list(B._ORDER), "technical": dict(B._TECHNICAL),
+        "quality": [[low, name, list(colours)] for low, name, colours in B._QUALITY], "short": dict(B._SHORT),
+        # the two literals of bookshelf.shelf_layout and bookshelf.item_colour (quantization constants, their key)
+        "book_plain": {"quantization constants": "the key to the compact print",
+                       "unquantized tensors": "pages a compact edition keeps in full colour"},
+        "constants_colour": "#c8ad7f", "red": B._RED, "tasks": list(TASKS),
+    }
 
 
 def evaluate_bookshelf(values: dict) -> str:
@@ -123,4 +158,5 @@ def bookshelf_panel(model="llama-3.1-8b", weights: str = "bf16", tokens: int = 4
     update()
     keys = list(controls)
     box = w.VBox([w.HBox([controls[k] for k in keys[i:i + 3]]) for i in range(0, len(keys), 3)] + [out])
-    return with_static_view(box, controls, out.value)  # the static book shows this shelf, not dead controls
+    return with_static_view(box, controls, out.value, compute=bookshelf_compute,  # live in the static book too
+                            fixed={"js_data": bookshelf_js_data()})

@@ -6,8 +6,10 @@ optimizer (8-bit AdamW ...), attention kernel (eager when a card has no FlashAtt
 stages" switch that draws one rank per ZeRO stage 0-3 side by side, the selected one marked.
 
 Compute functions: :func:`finetune_compute` follows the panel contract ``(Breakdown, capacity, verdict)`` (the
-fullest GPU); :func:`finetune_bars` returns labelled per-rank Breakdowns, drawn by :func:`render_bars`.
-Bad inputs raise vramlib errors and show as one line in place.
+fullest GPU; with ``compare_zero`` the verdict also lists the fullest rank of each ZeRO stage) and is the static
+book's in-browser calculator ``finetune`` (``vramlib/js/finetune.js``); :func:`finetune_bars` returns labelled
+per-rank Breakdowns, drawn by :func:`render_bars` in Jupyter. Bad inputs raise vramlib errors and show as one line
+in place.
 """
 from __future__ import annotations
 

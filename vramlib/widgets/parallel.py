@@ -3,6 +3,8 @@
 Compute functions follow the panel contract, ``(Breakdown, capacity_or_None, verdict)`` -- the fullest GPU --
 and the ``*_stages_compute`` variants return a tuple of per-stage (per-rank) Breakdowns instead, which
 :func:`render_stages` draws as one bar per pipeline stage. Bad inputs raise vramlib errors, shown in place.
+:func:`plan_panel` and :func:`balance_panel` name their calculators (``plan_stages``, ``balance_stages``): the static
+book runs them in the browser (``vramlib/js/parallel.js``, the balancer's dynamic programme included).
 """
 from __future__ import annotations
 
