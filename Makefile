@@ -43,9 +43,10 @@ test: $(VENV)/.dev-deps
 refresh: $(VENV)/.deps
 	$(BIN)/python tools/refresh_notebooks.py
 
-bench: $(VENV)/.deps
+bench: $(VENV)/.deps  
 	$(BIN)/python tools/bench.py
 	$(BIN)/python tools/bench_plan.py
+	$(BIN)/python tools/bench_panels.py
 
 clean:
 	rm -rf _build

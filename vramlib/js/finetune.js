@@ -10,53 +10,15 @@
   var FT = VL.ft = {};
   var has = function (o, k) { return Object.prototype.hasOwnProperty.call(o, k); };
 
-  /* parallel.ZERO_STAGE_FLAGS (stage -> z_os, z_g, z_p), OFFLOAD, SCHEDULES and the DeepSpeed bucket defaults */
+  /* parallel.ZERO_STAGE_FLAGS (stage -> z_os, z_g, z_p), BUCKETS and the DeepSpeed bucket defaults */
   var ZERO_FLAGS = { 0: { z_os: 0, z_g: 0, z_p: 0 }, 1: { z_os: 1, z_g: 0, z_p: 0 }, 2: { z_os: 1, z_g: 1, z_p: 0 },
     3: { z_os: 1, z_g: 1, z_p: 1 } };
-  var OFFLOAD = ["none", "cpu", "nvme"], SCHEDULES = ["1f1b", "gpipe"], BUCKETS = ["auto", "ddp", "deepspeed", "hf-rule", "none"];
+  var BUCKETS = ["auto", "ddp", "deepspeed", "hf-rule", "none"];
   var DS_REDUCE = 500000000, DS_ALLGATHER = 500000000, DS_PREFETCH = 50000000;
 
-  /* parallel.ParallelPlan (fields, __post_init__ checks, label, n_gpus, global_batch) */
+  /* parallel.ParallelPlan, with the label the finetune verdict prints */
   FT.parallelPlan = function (o) {
-    var p = Object.assign({ tp: 1, pp: 1, dp: 1, zero: 0, ep: 1, sequence_parallel: false, recompute: "none",
-      micro_batch: 1, n_micro: 1, virtual_stages: 1, schedule: "1f1b", offload_optimizer: "none",
-      offload_params: "none" }, o);
-    ["tp", "pp", "dp", "ep", "micro_batch", "n_micro", "virtual_stages"].forEach(function (k) {
-      p[k] = VL.checkPositiveInt(k, p[k]);
-    });
-    if (typeof p.zero !== "number" || [0, 1, 2, 3].indexOf(p.zero) < 0) {
-      throw VL.invalid("zero", p.zero, "ZeRO stage must be 0, 1, 2 or 3");
-    }
-    if (typeof p.sequence_parallel !== "boolean") {
-      throw VL.invalid("sequence_parallel", p.sequence_parallel, "must be True or False");
-    }
-    p.recompute = VL.checkChoice("recompute", p.recompute, C.RECOMPUTE);
-    p.schedule = VL.checkChoice("schedule", p.schedule, SCHEDULES);
-    p.offload_optimizer = VL.checkChoice("offload_optimizer", p.offload_optimizer, OFFLOAD);
-    p.offload_params = VL.checkChoice("offload_params", p.offload_params, OFFLOAD);
-    if (p.dp % p.ep) {
-      throw VL.invalid("ep", p.ep, "expert parallel ranks come from the data-parallel group: must divide dp=" + p.dp);
-    }
-    if (p.sequence_parallel && p.tp === 1) {
-      throw VL.invalid("sequence_parallel", true, "sequence parallelism splits along the tensor-parallel group: needs tp > 1");
-    }
-    if (p.offload_optimizer !== "none" && p.zero === 0) {
-      throw VL.invalid("offload_optimizer", p.offload_optimizer, "optimizer offload needs ZeRO stage 1, 2 or 3");
-    }
-    if (p.offload_params !== "none" && p.zero !== 3) {
-      throw VL.invalid("offload_params", p.offload_params, "parameter offload needs ZeRO stage 3");
-    }
-    if (p.virtual_stages > 1) {
-      if (p.pp === 1) { throw VL.invalid("virtual_stages", p.virtual_stages, "interleaving needs pp > 1"); }
-      if (p.schedule !== "1f1b") {
-        throw VL.invalid("schedule", p.schedule, "interleaving (virtual_stages > 1) is a 1F1B schedule");
-      }
-      if (p.n_micro % p.pp) {
-        throw VL.invalid("n_micro", p.n_micro, "interleaved 1F1B needs a multiple of pp=" + p.pp + " micro-batches");
-      }
-    }
-    p.n_gpus = p.tp * p.pp * p.dp;
-    p.global_batch = p.micro_batch * p.n_micro * p.dp;
+    var p = VL.parallelPlan(o);   /* parallel.js: the same fields, defaults and checks as the Python class */
     p.label = function () {
       var parts = ["TP" + p.tp, "PP" + p.pp, "DP" + p.dp, "ZeRO-" + p.zero];
       if (p.ep > 1) { parts.push("EP" + p.ep); }
