@@ -43,7 +43,8 @@ test: $(VENV)/.dev-deps
 refresh: $(VENV)/.deps
 	$(BIN)/python tools/refresh_notebooks.py
 
-bench: $(VENV)/.deps  
+## make bench: timings (run `make book` first: bench_panels reads the built pages)
+bench: $(VENV)/.deps
 	$(BIN)/python tools/bench.py
 	$(BIN)/python tools/bench_plan.py
 	$(BIN)/python tools/bench_panels.py
