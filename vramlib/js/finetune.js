@@ -37,23 +37,7 @@
   function scale(m) { return m.spec.nominal_params !== null ? m.spec.nominal_params / VL.nParams(m) : 1; }
 
   /* parallel.check_layout */
-  FT.checkLayout = function (m, plan) {
-    var s = m.spec;
-    if (s.n_heads % plan.tp || s.n_kv_heads % plan.tp) {
-      var ok = [];
-      for (var k = 1; k <= s.n_kv_heads; k++) { if (s.n_heads % k === 0 && s.n_kv_heads % k === 0) { ok.push(k); } }
-      throw VL.invalid("tp", plan.tp, "must divide n_heads=" + s.n_heads + " and n_kv_heads=" + s.n_kv_heads +
-        " (allowed: " + ok.join(", ") + ")");
-    }
-    if (plan.pp > s.n_layers) { throw VL.invalid("pp", plan.pp, "at most one stage per layer: pp <= " + s.n_layers); }
-    if (plan.virtual_stages > 1 && s.n_layers % (plan.pp * plan.virtual_stages)) {
-      throw VL.invalid("virtual_stages", plan.virtual_stages, "interleaving needs n_layers=" + s.n_layers +
-        " divisible by pp x virtual_stages");
-    }
-    if (plan.ep > 1 && (!isMoe(m) || s.n_experts % plan.ep)) {
-      throw VL.invalid("ep", plan.ep, "must divide the experts of a MoE model (" + s.name + ": " + s.n_experts + ")");
-    }
-  };
+  FT.checkLayout = function (m, plan) { return VL.checkLayout(m, plan); };   /* parallel.js */
 
   /* parallel.even_split / _stage_layers (the even split) */
   FT.evenSplit = function (n, pp) {

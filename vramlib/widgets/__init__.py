@@ -43,14 +43,33 @@ def render(result: Computed | Exception) -> str:
             + f"<p><small>total {gb(bd.total):,.2f} GB ({gib(bd.total):,.2f} GiB){capline}</small></p>")
 
 
-def evaluate_panel(compute: Callable[..., Computed], values: Mapping[str, Any]) -> str:
-    """Run ``compute(**values)`` and render it; VramlibError becomes an in-place message."""
+def evaluate_panel(compute: Callable[..., Computed], values: Mapping[str, Any],
+                   renderer: Callable[[Any], str] = render) -> str:
+    """Run ``compute(**values)`` and render it (``renderer``, e.g. per-stage bars); VramlibError becomes an
+    in-place message."""
     try:
-        return render(compute(**values))
+        return renderer(compute(**values))
     except VramlibError as e:
         return render(e)
     except Exception as e:  # a bug, not a bad input: still one line in place, never a traceback
         return render(VramlibError(f"internal error ({type(e).__name__}): {e}; please report it"))
+
+
+_STYLE = {"description_width": "initial"}
+
+
+def dropdown(options, value, description: str):
+    """A labelled ipywidgets Dropdown (the panels' select control)."""
+    import ipywidgets as w
+
+    return w.Dropdown(options=list(options), value=value, description=description, style=_STYLE)
+
+
+def int_box(value: int, lo: int, hi: int, description: str, step: int = 1):
+    """A labelled ipywidgets BoundedIntText (the panels' integer control)."""
+    import ipywidgets as w
+
+    return w.BoundedIntText(value=value, min=lo, max=hi, step=step, description=description, style=_STYLE)
 
 
 def panel(compute: Callable[..., Computed], controls: Mapping[str, Any], fixed: Mapping[str, Any] | None = None):

@@ -26,7 +26,7 @@ from ..parallel import OFFLOAD, ParallelPlan, PlanMemory, plan_memory
 from ..training import CONVENTIONS, METHODS, OPTIMIZERS
 from ..units import gb, gib
 from ..viz import breakdown_svg
-from . import Computed, render
+from . import Computed, dropdown, int_box, render
 from .parallel import _verdict
 
 TRAINING_PRECISIONS = ("bf16", "fp16", "fp32")
@@ -144,13 +144,7 @@ def finetune_controls(model, gpu: str = "a100-80gb", precision: str = "bf16", me
     import ipywidgets as w
 
     m = get_model(model)
-    st = {"description_width": "initial"}
-
-    def drop(options, value, description):
-        return w.Dropdown(options=list(options), value=value, description=description, style=st)
-
-    def num(value, lo, hi, description, step=1):
-        return w.BoundedIntText(value=value, min=lo, max=hi, step=step, description=description, style=st)
+    drop, num = dropdown, int_box
 
     return {
         "n_heads": num(m.n_heads, 1, 512, "heads"),
@@ -171,8 +165,8 @@ def finetune_controls(model, gpu: str = "a100-80gb", precision: str = "bf16", me
         "seq": num(seq, 1, 10**7, "sequence", 512),
         "micro_batch": num(micro_batch, 1, 4096, "micro-batch"),
         "offload_optimizer": drop(OFFLOAD, offload_optimizer, "offload optimizer"),
-        "sequence_parallel": w.Checkbox(value=tp > 1, description="sequence parallel", style=st),
-        "compare_zero": w.Checkbox(value=compare_zero, description="compare ZeRO stages", style=st),
+        "sequence_parallel": w.Checkbox(value=tp > 1, description="sequence parallel", style={"description_width": "initial"}),
+        "compare_zero": w.Checkbox(value=compare_zero, description="compare ZeRO stages", style={"description_width": "initial"}),
     }
 
 

@@ -20,7 +20,7 @@ from ..planning import balance_pipeline, balance_verdict, search_plans
 from ..training import CONVENTIONS
 from ..units import fmt_bytes, gb, gib
 from ..viz import breakdown_svg
-from . import Computed, render, with_static_view
+from . import Computed, evaluate_panel, render, with_static_view
 
 StagesComputed = tuple[tuple[Breakdown, ...], "int | None", str]
 """Per-stage panels: the Breakdown of every stage, the capacity, a verdict line."""
@@ -141,12 +141,7 @@ def render_stages(result: StagesComputed | Exception) -> str:
 
 def evaluate_stages_panel(compute: Callable[..., StagesComputed], values: Mapping[str, Any]) -> str:
     """Run ``compute(**values)`` and render the stages; VramlibError becomes an in-place message."""
-    try:
-        return render_stages(compute(**values))
-    except VramlibError as e:
-        return render(e)
-    except Exception as e:  # a bug, not a bad input: one line in place, never a traceback
-        return render(VramlibError(f"internal error ({type(e).__name__}): {e}; please report it"))
+    return evaluate_panel(compute, values, render_stages)
 
 
 def stages_panel(compute: Callable[..., StagesComputed], controls: Mapping[str, Any],

@@ -17,7 +17,7 @@ from ..models import get_model
 from ..recommend import recommend_gpus, recommendation_table
 from ..training import METHODS, OPTIMIZERS
 from ..units import fmt_bytes
-from . import Computed, render
+from . import Computed, dropdown, int_box, render
 
 TRAINING_PRECISIONS = ("bf16", "fp16", "fp32")
 MAX_GPUS = (1, 2, 4, 8)
@@ -95,16 +95,9 @@ def recommend_controls(model, precision: str = "bf16", method: str = "qlora", lo
                        max_gpus: int = 8) -> dict[str, Any]:
     """Heads, KV heads, precision, method, LoRA rank, optimizer, convention, recompute, attention, sequence,
     micro-batch, headroom, largest GPU count."""
-    import ipywidgets as w
 
     m = get_model(model)
-    st = {"description_width": "initial"}
-
-    def drop(options, value, description):
-        return w.Dropdown(options=list(options), value=value, description=description, style=st)
-
-    def num(value, lo, hi, description, step=1):
-        return w.BoundedIntText(value=value, min=lo, max=hi, step=step, description=description, style=st)
+    drop, num = dropdown, int_box
 
     from ..training import CONVENTIONS
 

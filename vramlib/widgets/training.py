@@ -14,7 +14,7 @@ from ..models import get_model
 from ..training import CONVENTIONS, METHODS, OPTIMIZERS, training_memory
 from ..training_feasibility import max_seq_for_training
 from ..units import fmt_bytes
-from . import Computed, panel
+from . import Computed, dropdown, int_box, panel
 
 TRAINING_PRECISIONS = ("bf16", "fp16", "fp32")
 
@@ -50,27 +50,23 @@ def training_panel(model, gpu: str = "rtx-a6000", method: str = "qlora", precisi
                    reserve: int | str = "0.5GB"):
     """Controls: heads, KV heads, precision, method, LoRA rank, optimizer, convention, recompute, attention,
     activation accounting, sequence, micro-batch, GPU (chapters 2, 3, 4, 9, 10, 15)."""
-    import ipywidgets as w
 
     m = get_model(model)
-    style = {"description_width": "initial"}
-
-    def drop(options, value, description):
-        return w.Dropdown(options=list(options), value=value, description=description, style=style)
+    drop = dropdown
 
     controls = {
-        "n_heads": w.BoundedIntText(value=m.n_heads, min=1, max=512, description="heads", style=style),
-        "n_kv_heads": w.BoundedIntText(value=m.n_kv_heads, min=1, max=512, description="KV heads", style=style),
+        "n_heads": int_box(m.n_heads, 1, 512, "heads"),
+        "n_kv_heads": int_box(m.n_kv_heads, 1, 512, "KV heads"),
         "precision": drop(TRAINING_PRECISIONS, precision, "precision"),
         "method": drop(METHODS, method, "method"),
-        "lora_rank": w.BoundedIntText(value=lora_rank, min=1, max=4096, description="LoRA rank", style=style),
+        "lora_rank": int_box(lora_rank, 1, 4096, "LoRA rank"),
         "optimizer": drop(OPTIMIZERS, optimizer, "optimizer"),
         "convention": drop(CONVENTIONS, convention, "convention"),
         "recompute": drop(RECOMPUTE, recompute, "recompute"),
         "attention": drop(ATTENTION, attention, "attention"),
         "activation_style": drop(ACTIVATION_STYLES, activation_style, "activations"),
-        "seq": w.BoundedIntText(value=seq, min=1, max=10**7, step=512, description="sequence (tokens)", style=style),
-        "micro_batch": w.BoundedIntText(value=micro_batch, min=1, max=4096, description="micro-batch", style=style),
+        "seq": int_box(seq, 1, 10**7, "sequence (tokens)", step=512),
+        "micro_batch": int_box(micro_batch, 1, 4096, "micro-batch"),
         "gpu": drop(sorted(GPUS), gpu, "GPU"),
     }
     return panel(training_compute, controls, fixed={"model": m, "reserve": reserve})
