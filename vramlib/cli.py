@@ -228,6 +228,12 @@ def cmd_report(args) -> int:
     return EXIT_FITS
 
 
+def _emit_rows(rows: list[dict], as_json: bool, caption: str) -> int:
+    """Print catalogue rows as JSON or as a captioned table; a listing always succeeds."""
+    _emit(json.dumps(rows, indent=2) if as_json else _table(rows, caption=caption))
+    return EXIT_FITS
+
+
 def cmd_models(args) -> int:
     from .inference import weights_bytes
     from .models import catalogue
@@ -246,12 +252,8 @@ def cmd_models(args) -> int:
                      "note": "nominal size (the source's shape)" if m.nominal_params is not None else ""})
     if not rows:
         raise VramlibError(f"model: no catalogue name contains {args.filter!r}")
-    if args.json:
-        _emit(json.dumps(rows, indent=2))
-    else:
-        _emit(_table(rows, caption="Catalogue models (GB = 10^9 bytes, GiB = 2^30 bytes; 'active': parameters "
-                                   "per token of a mixture of experts)"))
-    return EXIT_FITS
+    return _emit_rows(rows, args.json, "Catalogue models (GB = 10^9 bytes, GiB = 2^30 bytes; 'active': parameters "
+                                       "per token of a mixture of experts)")
 
 
 def cmd_gpus(args) -> int:
@@ -263,12 +265,8 @@ def cmd_gpus(args) -> int:
              "bandwidth (GB/s)": round(g.bandwidth_gb_s), "bf16 TFLOP/s": g.bf16_tflops or "",
              "USD/hour": g.price_per_hour_usd or "", "price date": g.price_date}
             for g in list_gpus()]
-    if args.json:
-        _emit(json.dumps(rows, indent=2))
-    else:
-        _emit(_table(rows, caption="Catalogue GPUs: memory as the card reports it (nvidia-smi MiB); GB = 10^9 "
-                                   "bytes, GiB = 2^30 bytes; dense tensor TFLOP/s; indicative on-demand prices"))
-    return EXIT_FITS
+    return _emit_rows(rows, args.json, "Catalogue GPUs: memory as the card reports it (nvidia-smi MiB); GB = 10^9 "
+                                       "bytes, GiB = 2^30 bytes; dense tensor TFLOP/s; indicative on-demand prices")
 
 
 def cmd_exercises(args) -> int:

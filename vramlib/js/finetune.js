@@ -19,17 +19,7 @@
   /* parallel.ParallelPlan, with the label the finetune verdict prints */
   FT.parallelPlan = function (o) {
     var p = VL.parallelPlan(o);   /* parallel.js: the same fields, defaults and checks as the Python class */
-    p.label = function () {
-      var parts = ["TP" + p.tp, "PP" + p.pp, "DP" + p.dp, "ZeRO-" + p.zero];
-      if (p.ep > 1) { parts.push("EP" + p.ep); }
-      if (p.sequence_parallel) { parts.push("SP"); }
-      if (p.virtual_stages > 1) { parts.push("v" + p.virtual_stages); }
-      parts.push("mb" + p.micro_batch + "x" + p.n_micro);
-      if (p.recompute !== "none") { parts.push(p.recompute + " recompute"); }
-      if (p.offload_optimizer !== "none") { parts.push("opt->" + p.offload_optimizer); }
-      if (p.offload_params !== "none") { parts.push("params->" + p.offload_params); }
-      return parts.join(" ");
-    };
+    p.label = function () { return VL.planLabel(p); };
     return p;
   };
 

@@ -72,12 +72,15 @@ def int_box(value: int, lo: int, hi: int, description: str, step: int = 1):
     return w.BoundedIntText(value=value, min=lo, max=hi, step=step, description=description, style=_STYLE)
 
 
-def panel(compute: Callable[..., Computed], controls: Mapping[str, Any], fixed: Mapping[str, Any] | None = None):
+def panel(compute: Callable[..., Computed], controls: Mapping[str, Any], fixed: Mapping[str, Any] | None = None,
+          view: Callable[[dict[str, Any]], str] | None = None):
     """An ipywidgets VBox: ``controls`` (name -> widget) drive ``compute(**fixed, **values)``; output is an HTML widget.
 
     Give ``compute`` as the named function (``inference_compute``) and its non-control arguments as
     ``fixed`` (``{"model": m}``): the static book then runs the calculator of the same name in the
     browser. A lambda (or ``fixed=None``) still works in Jupyter; the static book shows its initial result.
+    ``view`` (optional) draws a richer Jupyter output from the same values (per-rank bars, a ranked table);
+    the static page still shows ``compute``'s calculator.
     """
     import ipywidgets as w
 
@@ -88,7 +91,7 @@ def panel(compute: Callable[..., Computed], controls: Mapping[str, Any], fixed: 
         return {**fixed, **{k: c.value for k, c in controls.items()}}
 
     def update(_=None) -> None:
-        out.value = evaluate_panel(compute, values())
+        out.value = view(values()) if view else evaluate_panel(compute, values())
 
     for c in controls.values():
         c.observe(update, names="value")

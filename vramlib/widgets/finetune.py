@@ -26,7 +26,7 @@ from ..parallel import OFFLOAD, ParallelPlan, PlanMemory, plan_memory
 from ..training import CONVENTIONS, METHODS, OPTIMIZERS
 from ..units import gb, gib
 from ..viz import breakdown_svg
-from . import Computed, dropdown, int_box, render
+from . import Computed, dropdown, evaluate_panel, int_box, panel, render
 from .parallel import _verdict
 
 TRAINING_PRECISIONS = ("bf16", "fp16", "fp32")
@@ -125,12 +125,7 @@ def render_bars(result: BarsComputed | Exception) -> str:
 
 def evaluate_bars_panel(compute: Callable[..., BarsComputed], values: Mapping[str, Any]) -> str:
     """Run ``compute(**values)`` and render it; a VramlibError (or a bug) becomes one line in place."""
-    try:
-        return render_bars(compute(**values))
-    except VramlibError as e:
-        return render(e)
-    except Exception as e:  # a bug, not a bad input: one line in place, never a traceback
-        return render(VramlibError(f"internal error ({type(e).__name__}): {e}; please report it"))
+    return evaluate_panel(compute, values, render_bars)
 
 
 def finetune_controls(model, gpu: str = "a100-80gb", precision: str = "bf16", method: str = "full",
@@ -175,26 +170,9 @@ def finetune_panel(model, reserve: int | str = DEFAULT_RESERVE, **defaults):
 
     In the static book the panel is the ``finetune`` calculator (:func:`finetune_compute`, the fullest rank; with
     "compare ZeRO stages" its verdict lists the fullest rank of every stage), computed in the browser."""
-    import ipywidgets as w
-
-    from . import _panel_class, static_html
-
     m = get_model(model)
-    controls = finetune_controls(m, **defaults)
-    out = w.HTML()
-
-    def compute(**v) -> BarsComputed:
-        return finetune_bars(m, reserve=reserve, **v)
-
-    def update(_=None) -> None:
-        out.value = evaluate_bars_panel(compute, {k: c.value for k, c in controls.items()})
-
-    for c in controls.values():
-        c.observe(update, names="value")
-    update()
-    box = _panel_class()([w.HBox(list(controls.values())[i:i + 3]) for i in range(0, len(controls), 3)] + [out])
-    box._vramlib_static_html = static_html(finetune_compute, controls, {"model": m, "reserve": reserve}, out.value)
-    return box
+    return panel(finetune_compute, finetune_controls(m, **defaults), fixed={"model": m, "reserve": reserve},
+                 view=lambda values: evaluate_bars_panel(finetune_bars, values))
 
 
 __all__ = ["BarsComputed", "evaluate_bars_panel", "finetune_bars", "finetune_compute", "finetune_controls",

@@ -17,7 +17,7 @@ from ..models import get_model
 from ..recommend import recommend_gpus, recommendation_table
 from ..training import METHODS, OPTIMIZERS
 from ..units import fmt_bytes
-from . import Computed, dropdown, int_box, render
+from . import Computed, dropdown, int_box, panel, render
 
 TRAINING_PRECISIONS = ("bf16", "fp16", "fp32")
 MAX_GPUS = (1, 2, 4, 8)
@@ -122,23 +122,9 @@ def recommend_panel(model, reserve: int | str = DEFAULT_RESERVE, top: int = 8, *
     """The recommender panel (chapter 9). In the static book it is the ``recommend`` calculator
     (:func:`recommend_compute`: the cheapest configuration's bar and table, the verdict naming the next ones),
     computed in the browser by ``vramlib/js/recommend.js``."""
-    import ipywidgets as w
-
-    from . import _panel_class, static_html
-
     m = get_model(model)
-    controls = recommend_controls(m, **defaults)
-    out = w.HTML()
-
-    def update(_=None) -> None:
-        out.value = recommend_view(m, top=top, reserve=reserve, **{k: c.value for k, c in controls.items()})
-
-    for c in controls.values():
-        c.observe(update, names="value")
-    update()
-    box = _panel_class()([w.HBox(list(controls.values())[i:i + 3]) for i in range(0, len(controls), 3)] + [out])
-    box._vramlib_static_html = static_html(recommend_compute, controls, {"model": m, "reserve": reserve}, out.value)
-    return box
+    return panel(recommend_compute, recommend_controls(m, **defaults), fixed={"model": m, "reserve": reserve},
+                 view=lambda values: recommend_view(top=top, **values))
 
 
 __all__ = ["MAX_GPUS", "recommend_compute", "recommend_controls", "recommend_panel", "recommend_rows",
