@@ -55,12 +55,8 @@ class ConfigError(VramlibError):
 
 def check_positive_int(field: str, value: object, *, allow_zero: bool = False) -> int:
     """Return ``value`` as an int, or raise naming ``field``; rejects bools, floats with fractions and strings."""
-    ok = isinstance(value, int) and not isinstance(value, bool)
-    if not ok and isinstance(value, float) and value.is_integer():
-        value, ok = int(value), True
-    if not ok or value < 0 or (value == 0 and not allow_zero):
-        raise InvalidValueError(field, value, "must be a " + ("non-negative" if allow_zero else "positive") + " integer")
-    return value
+    return check_number(field, value, minimum=0 if allow_zero else 1, integer=True,
+                        allowed="must be a " + ("non-negative" if allow_zero else "positive") + " integer")
 
 
 def check_choice(field: str, value: object, allowed: Iterable[str]) -> str:
@@ -71,3 +67,100 @@ def check_choice(field: str, value: object, allowed: Iterable[str]) -> str:
             if a.lower() == value.strip().lower():
                 return a
     raise UnknownNameError(field, value, allowed)
+
+
+def _is_real_number(value: object) -> bool:
+    import numbers
+
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def check_number(field: str, value: object, *, minimum=None, maximum=None, min_inclusive: bool = True,
+                 max_inclusive: bool = True, integer: bool = False, allowed: str | None = None):
+    """Return ``value`` (an int, Fraction or float) if it is a finite real number in the given range, else raise
+    InvalidValueError naming ``field`` and the allowed range.
+
+    Rejects bools, strings (``"0.1"``), NaN and infinities, and numbers with fractions where ``integer=True``.
+    numpy scalars are accepted and returned as Python numbers.
+    """
+    import math
+    import numbers
+    from fractions import Fraction
+
+    lo = "" if minimum is None else (f">= {minimum}" if min_inclusive else f"> {minimum}")
+    hi = "" if maximum is None else (f"<= {maximum}" if max_inclusive else f"< {maximum}")
+    kind = "an integer" if integer else "a number"
+    rng = " and ".join(x for x in (lo, hi) if x)
+    allowed = allowed or (f"must be {kind}" + (f" {rng}" if rng else ""))
+    if not _is_real_number(value):
+        raise InvalidValueError(field, value, allowed)
+    if isinstance(value, numbers.Integral):
+        value = int(value)
+    elif isinstance(value, Fraction):
+        pass
+    else:
+        try:
+            value = float(value)
+        except (OverflowError, ValueError, TypeError):
+            raise InvalidValueError(field, value, allowed) from None
+        if not math.isfinite(value):
+            raise InvalidValueError(field, value, allowed)
+    if integer:
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise InvalidValueError(field, value, allowed)
+            value = int(value)
+        elif isinstance(value, Fraction):
+            if value.denominator != 1:
+                raise InvalidValueError(field, value, allowed)
+            value = int(value)
+    if minimum is not None and (value < minimum or (not min_inclusive and value == minimum)):
+        raise InvalidValueError(field, value, allowed)
+    if maximum is not None and (value > maximum or (not max_inclusive and value == maximum)):
+        raise InvalidValueError(field, value, allowed)
+    return value
+
+
+def check_fraction(field: str, value: object, *, allow_one: bool = False):
+    """A fraction in [0, 1) (``allow_one``: [0, 1]) such as a headroom or a utilization; raises naming ``field``."""
+    return check_number(field, value, minimum=0, maximum=1, max_inclusive=allow_one,
+                        allowed=f"must be a fraction in [0, 1{']' if allow_one else ')'}, e.g. 0.1 for 10%")
+
+
+def check_keywords(where: str, given: Iterable[str], allowed: Iterable[str]) -> None:
+    """Raise UnknownNameError for the first keyword in ``given`` that is not in ``allowed`` (with close matches)."""
+    allowed = list(allowed)
+    for name in given:
+        if name not in allowed:
+            raise UnknownNameError(f"{where}: argument", name, allowed)
+
+
+def checked_call(fn):
+    """Decorator for public functions and constructors: a call with an unknown keyword, a missing argument or too
+    many positional arguments raises UnknownNameError / InvalidValueError (one line, close matches) instead of
+    Python's TypeError. Errors raised inside the function are not touched."""
+    import functools
+    import inspect
+
+    sig = inspect.signature(fn)
+    params = [p for p in sig.parameters.values() if p.name != "self"]
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    has_var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
+    where = getattr(fn, "__qualname__", getattr(fn, "__name__", "call")).replace(".__init__", "")
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            if not has_var_kw:
+                check_keywords(where, kwargs, names)
+            missing = [p.name for p in params if p.default is p.empty
+                       and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in kwargs]
+            raise InvalidValueError(f"{where}: arguments", f"{len(args)} positional, {sorted(kwargs)}",
+                                    f"expected ({', '.join(names)}); required: {', '.join(missing) or 'none'}"
+                                    f" ({exc})") from None
+        return fn(*args, **kwargs)
+
+    wrapper.__signature__ = sig
+    return wrapper
