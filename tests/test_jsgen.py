@@ -174,3 +174,49 @@ def test_generated_js_equals_vramlib_in_node(tmp_path, calc, model):
     for q, js in zip(qs, json.loads(out.stdout)):
         diffs += cases.compare(cases.python_result(calc, fixed, q["values"]), js)
     assert not diffs, diffs[:5]
+
+
+PARSE_RUNNER = r"""
+global.window = global;
+global.document = { readyState: "complete", querySelectorAll: function () { return []; } };
+eval(require("fs").readFileSync(process.argv[2], "utf8"));
+const qs = JSON.parse(require("fs").readFileSync(0, "utf8"));
+console.log(JSON.stringify(qs.map(function (q) {
+  try { return {value: VL.parseTyped(q.text, q.spec)}; } catch (e) {
+    return {error: e.message, vramlib: e instanceof VL.VramlibError};
+  }
+})));
+"""
+TOKENS = {"name": "tokens", "label": "context (tokens)", "kind": "int", "min": 1, "max": 10**7}
+FRACTION = {"name": "gpu_memory_utilization", "label": "gpu_memory_utilization", "kind": "float", "min": 0.05, "max": 1.0}
+PARSED = [("1e5", TOKENS, 100000), ("1E5", TOKENS, 100000), ("100,000", TOKENS, 100000), ("100_000", TOKENS, 100000),
+          (" 4096 ", TOKENS, 4096), ("1,000,000", TOKENS, 10**6), ("+2048", TOKENS, 2048), ("1.0", TOKENS, 1),
+          ("10000000", TOKENS, 10**7), ("0.9", FRACTION, 0.9), ("9e-1", FRACTION, 0.9), (".5", FRACTION, 0.5),
+          ("1", FRACTION, 1)]
+REFUSED = [("abc", TOKENS, ""), ("", TOKENS, ""), ("1e", TOKENS, ""), ("nan", TOKENS, ""), ("Infinity", TOKENS, ""),
+           ("-1", TOKENS, ""), ("0", TOKENS, ""), ("2.5", TOKENS, ""), ("10000001", TOKENS, ""), ("0x10", TOKENS, ""),
+           ("1e12", TOKENS, "(read as 1,000,000,000,000)"), ("1000000000", TOKENS, ""),
+           ("4k", TOKENS, "(4,000 or 4,096?)"), ("128K", TOKENS, "(128,000 or 131,072?)"),
+           ("1,00", TOKENS, "commas may only separate thousands"), ("0,9", FRACTION, "write decimals with a point"),
+           ("1.01", FRACTION, ""), ("90%", FRACTION, "")]
+
+
+@pytest.mark.skipif(NODE is None, reason="Node.js not installed (tests/browser/test_input_parsing.py covers this)")
+def test_typed_numbers_are_read_as_written_or_refused_in_one_line(tmp_path):
+    """core.js's VL.parseTyped (what a reader types in a number box): the number as written, or one line naming the
+    field and the range -- never clamped, rounded or truncated ("100,000" is 100000, never 100)."""
+    js_file = tmp_path / "vramlib-calc.js"
+    js_file.write_text(jsgen.build_js())
+    runner = tmp_path / "parse.js"
+    runner.write_text(PARSE_RUNNER)
+    cases = PARSED + REFUSED
+    out = subprocess.run([NODE, str(runner), str(js_file)], input=json.dumps([{"text": t, "spec": s} for t, s, _ in cases]),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    for (text, spec, want), r in zip(PARSED, got):
+        assert r == {"value": want}, (text, r)
+    for (text, spec, hint), r in zip(REFUSED, got[len(PARSED):]):
+        rng = "an integer from 1 to 10,000,000" if spec["kind"] == "int" else "a number from 0.05 to 1"
+        assert r.get("vramlib") and r["error"].startswith(f"{spec['label']}: got {text!r}"), (text, r)
+        assert rng in r["error"] and hint in r["error"] and "\n" not in r["error"], (text, r)

@@ -53,6 +53,14 @@ class _Printer(JavascriptCodePrinter):
     def __init__(self):
         super().__init__({"strict": True})
 
+    def _print_Piecewise(self, expr):  # noqa: N802 -- one-line nested ternaries (a rule written as Piecewise)
+        if expr.args[-1].cond != True:  # noqa: E712 (sympy's true)
+            raise NotImplementedError("a Piecewise needs a final (value, True) branch to print to JavaScript")
+        code = self._print(expr.args[-1].expr)
+        for e, c in reversed(expr.args[:-1]):
+            code = f"(({self._print(c)}) ? ({self._print(e)}) : ({code}))"
+        return code
+
     def _print_KroneckerDelta(self, expr):  # noqa: N802 (sympy's naming)
         i, j = (self._print(a) for a in expr.args)
         return f"(({i}) === ({j}) ? 1 : 0)"

@@ -60,11 +60,13 @@ VL.repr = function (value) {
 VL.invalid = function (field, value, allowed) {
   return new VramlibError(field + ": got " + VL.repr(value) + "; " + allowed);
 };
-VL.unknown = function (field, name, allowed) {
+VL.allowedHint = function (allowed) {
   allowed = Array.from(new Set(allowed)).sort();
-  var hint = allowed.length <= 12 ? "allowed: " + allowed.join(", ")
+  return allowed.length <= 12 ? "allowed: " + allowed.join(", ")
     : allowed.length + " names allowed, e.g. " + allowed.slice(0, 6).join(", ") + " ...";
-  return new VramlibError(field + ": unknown name " + VL.repr(name) + "; " + hint);
+};
+VL.unknown = function (field, name, allowed) {
+  return new VramlibError(field + ": unknown name " + VL.repr(name) + "; " + VL.allowedHint(allowed));
 };
 VL.checkPositiveInt = function (field, value, allowZero) {
   var ok = typeof value === "number" && Number.isInteger(value);
@@ -108,7 +110,7 @@ VL.fmtBytes = function (n, digits) {
   digits = digits === undefined ? 1 : digits;
   return VL.fixed(VL.gb(n), digits) + " GB (" + VL.fixed(VL.gib(n), digits) + " GiB)";
 };
-var UNITS = { b: 1, "": 1, kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12, kib: 1024, mib: 1048576, gib: 1073741824,
+var UNITS = { b: 1, kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12, kib: 1024, mib: 1048576, gib: 1073741824,
   tib: 1099511627776 };
 VL.parseMemory = function (value, field) {
   field = field || "memory";
@@ -124,8 +126,13 @@ VL.parseMemory = function (value, field) {
   }
   if (typeof value === "string") {
     var m = /^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*$/.exec(value);
-    if (m && Object.prototype.hasOwnProperty.call(UNITS, m[2].toLowerCase())) {
+    if (m && m[2] && Object.prototype.hasOwnProperty.call(UNITS, m[2].toLowerCase())) {
       return Math.trunc(parseFloat(m[1]) * UNITS[m[2].toLowerCase()] + 1e-6);
+    }
+    if (m && !m[2] && parseFloat(m[1]) === 0) { return 0; }
+    if (m && !m[2]) {  /* "24": bytes to the library, GB to a person; say which it could mean */
+      throw VL.invalid(field, value, "a size needs a unit: did you mean '" + m[1] + "GB' (10^9 bytes) or '" + m[1] +
+        "GiB' (2^30)? Units: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB");
     }
     throw VL.invalid(field, value,
       "expected a number and a unit from B, KB, MB, GB, TB, KiB, MiB, GiB, TiB (e.g. '24GiB')");
@@ -335,9 +342,50 @@ VL.register = function (name, compute, opts) {
   if (opts && opts.linked) { compute.linked = opts.linked; }
   VL.calcs[name] = compute;
 };
+/* ---- what a person types in a number box: the number as written, or one line naming the field and the range.
+ * Accepted: 4096, " 4096 ", +4096, 1e5, 1E5, 1.5e3, 100,000 (commas between groups of three), 100_000, .5, 0.9;
+ * an integer box needs a whole number (2.5 is refused, never rounded); a value outside [min, max] is refused, never
+ * clamped; "4k" is refused with both readings (4,000 or 4,096); "", "abc", "1e", "NaN", "Infinity" are refused. */
+VL.rangeText = function (spec) {
+  var isInt = spec.kind === "int", has = function (x) { return x !== undefined && x !== null; };
+  var f = function (x) { return isInt ? VL.commas(x) : String(x); };
+  var what = isInt ? "an integer" : "a number";
+  if (has(spec.min) && has(spec.max)) { return what + " from " + f(spec.min) + " to " + f(spec.max); }
+  if (has(spec.min)) { return what + " >= " + f(spec.min); }
+  if (has(spec.max)) { return what + " <= " + f(spec.max); }
+  return what;
+};
+var TYPED_NUMBER = /^[+-]?(?:(?:\d{1,3}(?:,\d{3})+|\d+(?:_\d+)*)(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$/;
+VL.parseTyped = function (text, spec) {
+  var field = spec.label || spec.name, raw = String(text), t = raw.trim();
+  var shown = raw.length > 40 ? raw.slice(0, 40) + "..." : raw;
+  var must = "must be " + VL.rangeText(spec);
+  var suffix = /^([+-]?[\d,_]*\.?\d+)\s*([kKmMgG])$/.exec(t);
+  if (suffix) {
+    var n = Number(suffix[1].replace(/[,_]/g, "")), p = { k: 1, m: 2, g: 3 }[suffix[2].toLowerCase()];
+    throw new VramlibError(field + ": got " + VL.repr(shown) + " (" + VL.fixed(n * Math.pow(1000, p), 0) + " or " +
+      VL.fixed(n * Math.pow(1024, p), 0) + "?); type the number: " + VL.rangeText(spec));
+  }
+  if (!TYPED_NUMBER.test(t)) {
+    var hint = t.indexOf(",") >= 0 ? "; commas may only separate thousands (100,000): write decimals with a point" : "";
+    throw VL.invalid(field, shown, must + hint);
+  }
+  var x = Number(t.replace(/[,_]/g, ""));
+  if (x === 0) { x = 0; }  /* -0 */
+  var ok = isFinite(x) && (spec.kind !== "int" || Number.isInteger(x)) &&
+    (spec.min === undefined || spec.min === null || x >= spec.min) &&
+    (spec.max === undefined || spec.max === null || x <= spec.max);
+  if (!ok) {
+    var read = /[eE]/.test(t) && isFinite(x) ? " (read as " + (Number.isInteger(x) ? VL.commas(x) : String(x)) + ")" : "";
+    throw new VramlibError(field + ": got " + VL.repr(shown) + read + "; " + must);
+  }
+  return x;
+};
+
 var uid = 0;
 function makeControl(spec, onChange) {
   var id = "vramlib-ctl-" + (++uid), wrap = document.createElement("span"), input;
+  var field = spec.label || spec.name;
   wrap.className = "vramlib-ctl";
   var label = document.createElement("label");
   label.htmlFor = id;
@@ -348,32 +396,48 @@ function makeControl(spec, onChange) {
       var o = document.createElement("option");
       o.value = String(i);
       o.textContent = spec.labels[i];
-      if (v === spec.value) { o.selected = true; }
       input.appendChild(o);
     });
-    input.getValue = function () { return spec.options[Number(input.value)]; };
+    /* a value not in the list (the chapter's, or one a linked control brings) selects nothing and says so:
+     * never the first option in its place */
+    input.setChoice = function (v) {
+      var i = spec.options.indexOf(v);
+      input.selectedIndex = i;
+      input.wanted = i < 0 ? { value: v } : null;
+    };
+    input.setChoice(spec.value);
+    input.addEventListener("change", function () { if (input.selectedIndex >= 0) { input.wanted = null; } });
+    input.getValue = function () {
+      var i = input.selectedIndex;
+      if (i >= 0 && i < spec.options.length && input.value === String(i)) { return spec.options[i]; }
+      if (input.wanted) { throw VL.unknown(field, input.wanted.value, spec.labels); }
+      throw new VramlibError(field + ": nothing chosen; " + VL.allowedHint(spec.labels));
+    };
   } else if (spec.kind === "bool") {
     input = document.createElement("input");
     input.type = "checkbox";
     input.checked = !!spec.value;
     input.getValue = function () { return input.checked; };
   } else if (spec.kind === "int" || spec.kind === "float") {
+    /* a text box, not type=number: the browser would hand "100,000" or "abc" over as "" and we could not say
+     * what was typed; the text is read by VL.parseTyped, and shown back unchanged */
     input = document.createElement("input");
-    input.type = "number";
-    if (spec.min !== undefined) { input.min = spec.min; }
-    if (spec.max !== undefined) { input.max = spec.max; }
-    input.step = spec.kind === "int" ? "1" : "any";
+    input.type = "text";
+    input.className = "vramlib-num";
+    input.setAttribute("autocomplete", "off");
+    input.setAttribute("spellcheck", "false");
     input.value = String(spec.value);
-    var last = spec.value;
-    input.getValue = function () {  /* BoundedIntText: clamp to [min, max]; an unreadable entry keeps the last value */
-      var x = spec.kind === "int" ? parseInt(input.value, 10) : parseFloat(input.value);
-      if (!isFinite(x)) { x = last; }
-      if (spec.min !== undefined && x < spec.min) { x = spec.min; }
-      if (spec.max !== undefined && x > spec.max) { x = spec.max; }
-      if (String(x) !== input.value) { input.value = String(x); }
-      last = x;
-      return x;
-    };
+    input.getValue = function () { return VL.parseTyped(input.value, spec); };
+    input.addEventListener("keydown", function (ev) {  /* the arrows step as a number box's do, within the range */
+      if (ev.key !== "ArrowUp" && ev.key !== "ArrowDown") { return; }
+      var x;
+      try { x = input.getValue(); } catch (e) { return; }
+      var step = spec.step || 1, next = Number((x + (ev.key === "ArrowUp" ? step : -step)).toPrecision(12));
+      ev.preventDefault();
+      if ((spec.min !== undefined && next < spec.min) || (spec.max !== undefined && next > spec.max)) { return; }
+      input.value = String(next);
+      onChange();
+    });
   } else {
     input = document.createElement("input");
     input.type = "text";
@@ -389,6 +453,23 @@ function makeControl(spec, onChange) {
   wrap.appendChild(label);
   wrap.appendChild(input);
   return { spec: spec, el: wrap, input: input };
+}
+/* every control's value, or the first one's one-line message (control order); a bad control is marked */
+function readControls(ctls, fixed, outId) {
+  var values = Object.assign({}, fixed), bad = null;
+  ctls.forEach(function (c) {
+    try {
+      values[c.spec.name] = c.input.getValue();
+      c.input.removeAttribute("aria-invalid");
+      c.input.removeAttribute("aria-describedby");
+    } catch (e) {
+      if (!(e instanceof VramlibError)) { throw e; }
+      c.input.setAttribute("aria-invalid", "true");
+      c.input.setAttribute("aria-describedby", outId);
+      bad = bad || { name: c.spec.name, error: e };
+    }
+  });
+  return { values: values, bad: bad };
 }
 VL.fromFixed = function (fixed) {
   var out = {};
@@ -407,24 +488,23 @@ VL.mount = function (el) {
   form.className = "vramlib-calc-controls";
   out.className = "vramlib-calc-out";
   out.setAttribute("aria-live", "polite");
+  out.id = "vramlib-out-" + (++uid);
   var ctls = [];
-  function link(name) {
+  function link(name) {  /* a control that cannot be read brings nothing along */
     if (!compute.linked) { return; }
-    var values = Object.assign({}, fixed);
-    ctls.forEach(function (c) { values[c.spec.name] = c.input.getValue(); });
-    var set = compute.linked(name, values) || {};
+    var read = readControls(ctls, fixed, out.id);
+    if (read.bad && read.bad.name === name) { return; }
+    var set = compute.linked(name, read.values) || {};
     ctls.forEach(function (c) {
       if (!Object.prototype.hasOwnProperty.call(set, c.spec.name)) { return; }
       if (c.spec.kind === "bool") { c.input.checked = !!set[c.spec.name]; } else if (c.spec.kind === "select") {
-        var i = c.spec.options.indexOf(set[c.spec.name]);
-        if (i >= 0) { c.input.value = String(i); }
+        c.input.setChoice(set[c.spec.name]);
       } else { c.input.value = String(set[c.spec.name]); }
     });
   }
-  function update() {
-    var values = Object.assign({}, fixed);
-    ctls.forEach(function (c) { values[c.spec.name] = c.input.getValue(); });
-    var result = VL.run(compute, values);
+  function update() {  /* the result for what the controls say, or the first unreadable control's message */
+    var read = readControls(ctls, fixed, out.id);
+    var result = read.bad ? read.bad.error : VL.run(compute, read.values);
     out.innerHTML = VL.render(result);
     out.setAttribute("data-capacity", result instanceof Error || result[1] === null || result[1] === undefined ? "" : String(result[1]));
   }
