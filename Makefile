@@ -43,7 +43,9 @@ test: $(VENV)/.dev-deps
 refresh: $(VENV)/.deps
 	$(BIN)/python tools/refresh_notebooks.py
 
-## make bench: timings (run `make book` first: bench_panels reads the built pages)
+## make bench: timings in ms and as multiples of a calibration loop timed in the same run; verdicts are those
+## ratios (and zero lambdify when warm), the ms targets are information (run `make book` first: bench_panels
+## reads the built pages). The tests time nothing: they count the work (tests/costs.py)
 bench: $(VENV)/.deps
 	$(BIN)/python tools/bench.py
 	$(BIN)/python tools/bench_plan.py

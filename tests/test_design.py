@@ -1,5 +1,4 @@
 """Design levers (chapter 13): the solved layer count, the variants, and what each allows on a GPU."""
-import time
 from fractions import Fraction
 
 import matplotlib
@@ -12,6 +11,7 @@ import vramlib as vl  # noqa: E402
 from vramlib import design as D, formulas as F, symbols as S  # noqa: E402
 from vramlib.widgets import evaluate_panel  # noqa: E402
 from vramlib.widgets.design import design_compute, design_spec  # noqa: E402
+from costs import counting, warm_cost  # noqa: E402
 
 BASE = D.exact("source-13b")
 H100 = "h100-sxm-80gb"
@@ -157,12 +157,16 @@ def test_panel_errors_in_place(bad, field):
     assert "vramlib-error" in html and field in html and "Traceback" not in html
 
 
-def test_panel_update_under_50_ms():
-    for extra in ({}, dict(weights="q4_k_m"), dict(n_experts=8, ffn=6912), dict(equal_params=True, hidden=8192,
-                                                                                 n_heads=64, n_kv_heads=8)):
-        values = {**VALUES, **extra}
-        evaluate_panel(lambda **v: design_compute(BASE, **v), values)
-        t0 = time.perf_counter()
-        for _ in range(5):
-            evaluate_panel(lambda **v: design_compute(BASE, **v), values)
-        assert (time.perf_counter() - t0) / 5 < 0.05, extra
+def test_panel_update_compiles_nothing():
+    # the update time (< 50 ms) is measured by tools/bench.py; here the work after one update is counted
+    costs = {}
+    for name, extra in (("base", {}), ("gguf", dict(weights="q4_k_m")), ("moe", dict(n_experts=8, ffn=6912)),
+                        ("equal", dict(equal_params=True, hidden=8192, n_heads=64, n_kv_heads=8))):
+        cost = costs[name] = warm_cost(evaluate_panel, lambda **v: design_compute(BASE, **v), {**VALUES, **extra})
+        assert cost.compiles == 0 and cost.weights_misses == 0 and cost.evaluations > 0, (name, cost)
+    # a GGUF mix resolves a type per tensor: cached, a warm update costs what a bf16 one does
+    assert costs["gguf"].evaluations == costs["base"].evaluations, costs
+    with counting() as moved:           # other numbers (the solved layer count is reused, not solved again)
+        evaluate_panel(lambda **v: design_compute(BASE, **v), {**VALUES, "equal_params": True, "hidden": 6144,
+                                                               "n_heads": 48, "n_kv_heads": 8, "context": 65536})
+    assert moved.compiles == 0, moved

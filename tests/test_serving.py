@@ -1,6 +1,5 @@
 """vramlib.serving: vLLM's KV budget, the roofline, costs, fit maps and the serving panel."""
 import math
-import time
 from fractions import Fraction
 
 import pytest
@@ -12,6 +11,7 @@ import vramlib as vl
 from vramlib import serving as S
 from vramlib.widgets import evaluate_panel
 from vramlib.widgets.serving import serving_compute
+from costs import counting, warm_cost
 
 GiB = 2**30
 
@@ -271,13 +271,17 @@ def test_serving_panel_shows_errors_in_place(change, msg):
     assert "vramlib-error" in html and msg in html and "Traceback" not in html
 
 
-def test_serving_panel_update_under_50ms():
-    f = lambda: evaluate_panel(lambda **v: serving_compute("llama-3.1-8b", **v), PANEL)
-    f()
-    t0 = time.perf_counter()
-    for _ in range(10):
+def test_serving_panel_update_compiles_nothing():
+    # the update time (< 50 ms) is measured by tools/bench.py; here the work after one update is counted
+    f = lambda **changes: evaluate_panel(lambda **v: serving_compute("llama-3.1-8b", **v), PANEL | changes)  # noqa
+    cost = warm_cost(f)
+    assert cost.compiles == 0 and cost.weights_misses == 0 and cost.evaluations > 0, cost
+    with counting() as again:
         f()
-    assert (time.perf_counter() - t0) / 10 < 0.05
+    assert again == cost                                    # the same work every time: nothing accumulates
+    with counting() as moved:                               # other numbers: the same compiled formulas
+        f(gpu_memory_utilization=0.8, n_kv_heads=4)
+    assert moved.compiles == 0, moved
 
 
 def test_serving_panel_builds():

@@ -125,11 +125,26 @@ class _ExactPrinter(PythonCodePrinter):
         return "Fraction(1, 2)"
 
 
+# Cost counters (tests/ and tools/bench*.py): tests assert on work done, not on wall-clock time, e.g. that a warm
+# widget update adds no LAMBDIFY_CALLS. Plain module ints; read them before and after, never reset them.
+LAMBDIFY_CALLS = 0
+"""sympy.lambdify compilations so far in this process (compile_exact here, vramlib.planning's numpy path)."""
+EVALUATIONS = 0
+"""Calls of :func:`evaluate` so far in this process."""
+
+
+def lambdify(args, expr, **kwargs) -> Callable:
+    """``sympy.lambdify``, counted in :data:`LAMBDIFY_CALLS` (the one slow step of a cold formula, ~ms)."""
+    global LAMBDIFY_CALLS
+    LAMBDIFY_CALLS += 1
+    return sp.lambdify(args, expr, **kwargs)
+
+
 @lru_cache(maxsize=None)
 def compile_exact(expr: sp.Expr) -> tuple[tuple[str, ...], Callable]:
     """Lambdify ``expr`` once over its free symbols (sorted by name) with exact arithmetic."""
     args = tuple(sorted(expr.free_symbols, key=lambda s: s.name))
-    fn = sp.lambdify(args, expr, modules=[{"Fraction": Fraction, "math": math}, "math"], printer=_ExactPrinter)
+    fn = lambdify(args, expr, modules=[{"Fraction": Fraction, "math": math}, "math"], printer=_ExactPrinter)
     return tuple(a.name for a in args), fn
 
 
@@ -138,6 +153,8 @@ def evaluate(expr: sp.Expr, **values) -> int | Fraction:
 
     Example: ``evaluate(KV_CACHE_BYTES, L=40, n_kv=40, d_head=128, b_kv=2, T=1, B=1) == 819200``.
     """
+    global EVALUATIONS
+    EVALUATIONS += 1
     names, fn = compile_exact(expr)
     missing = [n for n in names if n not in values]
     if missing:
