@@ -15,13 +15,15 @@ import html
 import io
 import re
 import tempfile
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 from . import formulas as F
 from .breakdown import Breakdown
-from .errors import InvalidValueError, VramlibError, check_choice, check_positive_int
+from .errors import (InvalidValueError, UnknownNameError, VramlibError, check_choice, check_number,
+                     check_positive_int)
 from .feasibility import largest_fitting, max_tokens
 from .hardware import GPU, get_gpu
 from .inference import ATTENTION, DEFAULT_RESERVE, inference_memory, kv_cache_bytes, weights_detail
@@ -32,11 +34,12 @@ from .training import METHODS, training_memory
 from .units import fmt_bytes, gb, gib, parse_memory
 
 __all__ = [
-    "Fit", "Hardware", "PREFILL_WORKSPACE_TP_BYTES", "ReportSpec", "TASKS", "TP_SHARD_BYTES", "attention_text",
-    "breakdown_text", "by_model", "capacity_figure", "context_curve_figure", "figure_html", "fit_inference",
-    "fit_training", "inference_memory_tp", "kv_heads_per_gpu", "load_model", "max_context", "model_bars_figure",
-    "parse_hardware", "read_participants", "render_html", "report_fits", "run_batch", "run_report", "show_model",
-    "show_summary", "summary_html", "summary_rows", "template_path"
+    "Batch", "Fit", "Hardware", "MAX_GPUS", "PREFILL_WORKSPACE_TP_BYTES", "Participant", "ReportSpec", "TASKS",
+    "TP_SHARD_BYTES", "attention_text", "breakdown_text", "by_model", "capacity_figure", "context_curve_figure",
+    "figure_html", "fit_inference", "fit_training", "inference_memory_tp", "kv_heads_per_gpu", "load_model",
+    "max_context", "md_escape", "model_bars_figure", "parse_hardware", "read_participant_rows", "read_participants",
+    "render_html", "report_fits", "run_batch", "run_report", "show_model", "show_summary", "SUMMARY_COLUMNS",
+    "summary_html", "summary_rows", "template_path"
 ]
 
 # --- formulas (written once; the CLI and the report evaluate them) ---------------------------------------------
@@ -53,6 +56,8 @@ TASKS = ("inference",) + METHODS
 
 _COUNT_RE = re.compile(r"^\s*(\d+)\s*[x×*]\s*(\S.*?)\s*$", re.IGNORECASE)
 _UNIT_WORDS = ("b", "kb", "mb", "gb", "tb", "kib", "mib", "gib", "tib")
+MAX_GPUS = 1_000_000
+"""The largest GPU count a hardware spec may name (the plan search enumerates the divisors of the count)."""
 _HW_HELP = "give a GPU name (e.g. 'rtx-4090', '4xa100-80gb') or a memory size with an optional count (e.g. '24GiB', '2x80GB')"
 
 
@@ -99,12 +104,14 @@ def parse_hardware(spec: str | GPU | Hardware) -> Hardware:
         raise InvalidValueError("gpu", spec, _HW_HELP)
     if m:
         count = int(m.group(1))
-        if count < 1:
-            raise InvalidValueError("gpu", spec, "the GPU count must be at least 1")
+        if not 1 <= count <= MAX_GPUS:
+            raise InvalidValueError("gpu", spec, f"the GPU count must be at least 1 and at most {MAX_GPUS:,}")
         text = m.group(2)
     if text[:1].isdigit() or text[:1] == ".":
         if re.fullmatch(r"[0-9.]+", text):
-            raise InvalidValueError("gpu", spec, "a memory size needs a unit, e.g. '24GiB' or '80GB'")
+            s = spec.strip()
+            raise InvalidValueError("gpu", spec, f"a memory size needs a unit: did you mean '{s}GB' (10^9 bytes) or "
+                                                 f"'{s}GiB' (2^30), or a GPU name such as 'rtx-4090'?")
         try:
             size = parse_memory(text, field="gpu")
         except VramlibError:
@@ -118,8 +125,8 @@ def parse_hardware(spec: str | GPU | Hardware) -> Hardware:
 
 def _is_path(spec: object) -> bool:
     """Whether a --model value names a config.json (or its folder) rather than a catalogue entry."""
-    return isinstance(spec, str) and (spec.lower().endswith(".json") or "/" in spec or "\\" in spec
-                                      or Path(spec).is_dir())
+    return isinstance(spec, str) and bool(spec.strip()) and (
+        spec.lower().endswith(".json") or "/" in spec or "\\" in spec or Path(spec).is_dir())
 
 
 def load_model(spec: str | ModelSpec, heads: int | None = None, kv_heads: int | None = None) -> ModelSpec:
@@ -368,6 +375,9 @@ def _task(name: str) -> str:
     return "full" if key == "train" else check_choice("task", key, TASKS)
 
 
+_MAX_NAME = 200
+
+
 @dataclass(frozen=True)
 class ReportSpec:
     """What one participant's report covers: their hardware, models and tasks, and the scenario knobs."""
@@ -386,6 +396,17 @@ class ReportSpec:
     lora_rank: int = 16
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise InvalidValueError("name", self.name, "give the participant's name (any text on one line)")
+        if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in self.name) or len(self.name) > _MAX_NAME:
+            raise InvalidValueError("name", self.name, f"a name is one line of at most {_MAX_NAME} characters "
+                                                       "without control characters")
+        object.__setattr__(self, "name", " ".join(self.name.split()))
+        for key in ("tokens", "batch", "seq", "micro_batch", "lora_rank"):
+            object.__setattr__(self, key, check_positive_int(key, getattr(self, key)))
+        for key in ("gpu", "kv_dtype", "recompute"):
+            if not isinstance(getattr(self, key), str):
+                raise InvalidValueError(key, getattr(self, key), "must be text")
         # config.json paths become absolute: the report notebook runs in a temporary folder
         models = [str(Path(x).resolve()) if _is_path(x) else x for x in _split_list(self.models)]
         object.__setattr__(self, "models", tuple(models))
@@ -493,6 +514,13 @@ def by_model(fits: Sequence[Fit]) -> list[list[Fit]]:
     return list(groups.values())
 
 
+def md_escape(text: object) -> str:
+    """``text`` as literal Markdown: HTML special characters become entities and Markdown punctuation is
+    backslash-escaped, so a participant's name such as ``<script>`` or ``[x](javascript:...)`` shows as typed
+    and never becomes markup in the report (nbconvert passes raw HTML in Markdown through)."""
+    return html.escape(re.sub(r"([\\`*_\[\]{}()#+!|~$])", r"\\\1", str(text)), quote=False)
+
+
 def show_summary(fits: Sequence[Fit]) -> None:
     """Display the summary table of a report (in a notebook)."""
     from IPython.display import display
@@ -507,12 +535,13 @@ def show_model(fits: Sequence[Fit]) -> None:
     breakdown tables (figures as embedded PNG with alt text)."""
     from IPython.display import HTML, Markdown, display
 
+    e = md_escape  # model names come from config.json paths, settings from the user: never markup
     m, hw = fits[0].model, fits[0].hardware
     nominal = (f" (stored as the nominal {m.nominal_params:,} the source assumes)"
                if m.nominal_params is not None else "")
-    display(Markdown(f"## {m.name}\n\n{m.n_params:,} parameters{nominal}, {m.n_layers} layers, {m.n_heads} heads, "
+    display(Markdown(f"## {e(m.name)}\n\n{m.n_params:,} parameters{nominal}, {m.n_layers} layers, {m.n_heads} heads, "
                      f"{m.n_kv_heads} KV heads, trained context {m.max_context:,} tokens."))
-    display(Markdown("\n".join(f"- **{ft.setting}**: {ft.verdict()}" for ft in fits)))
+    display(Markdown("\n".join(f"- **{e(ft.setting)}**: {e(ft.verdict())}" for ft in fits)))
     bars = model_bars_figure(fits)
     display(HTML(figure_html(bars, f"Stacked bars of the memory per GPU of {m.name} in each scenario against the "
                                    f"GPU memory, {gb(hw.per_gpu_bytes):,.1f} GB.")))
@@ -522,10 +551,10 @@ def show_model(fits: Sequence[Fit]) -> None:
                                         "weight format, with the GPU memory as a dashed line.")))
     for ft in _picture_fits(fits):
         fig, alt, kind = capacity_figure(ft)
-        display(Markdown(f"**{ft.setting}** ({kind}): {ft.verdict()}"))
+        display(Markdown(f"**{e(ft.setting)}** ({kind}): {e(ft.verdict())}"))
         display(HTML(figure_html(fig, alt)))
     for ft in fits:
-        display(Markdown(f"**{ft.setting}**: {ft.describe()}" + "".join(f" {n}" for n in ft.notes)))
+        display(Markdown(f"**{e(ft.setting)}**: {e(ft.describe())}" + "".join(f" {e(n)}" for n in ft.notes)))
         display(ft.breakdown)
 
 
@@ -582,92 +611,270 @@ def render_html(notebook: str | Path, title: str) -> str:
     return body
 
 
+MAX_TIMEOUT = 86_400
+"""The longest ``timeout`` (seconds per notebook cell) a report accepts: a day."""
+
+_VRAMLIB_ERRORS = ("VramlibError", "UnknownNameError", "InvalidValueError", "ConfigError", "UsageError")
+
+
+def _check_timeout(timeout: object) -> int:
+    return check_number("timeout", timeout, minimum=1, maximum=MAX_TIMEOUT, integer=True,
+                        allowed=f"must be a whole number of seconds from 1 to {MAX_TIMEOUT:,}")
+
+
+def _writable(field: str, path: Path, *, folder: bool = False) -> Path:
+    """Create the folder of an output file (or the folder itself): a path that cannot be written raises naming
+    ``field`` before any notebook runs."""
+    import os
+
+    target = path if folder else path.parent
+    if not folder and path.is_dir():
+        raise InvalidValueError(field, str(path), "is a folder; give a file name")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InvalidValueError(field, str(path), f"cannot create the folder {str(target)!r} ({e.strerror or e})") from None
+    if not os.access(target, os.W_OK) or (path.exists() and not folder and not os.access(path, os.W_OK)):
+        raise InvalidValueError(field, str(path), "is not writable")
+    return path
+
+
 def run_report(spec: ReportSpec, out_html: str | Path, notebook: str | Path | None = None,
                timeout: int = 300) -> Path:
     """Run the report notebook for ``spec`` through papermill and write a standalone HTML file.
 
-    The spec is validated first (bad input raises a one-line VramlibError before any kernel starts);
-    ``notebook`` keeps the executed .ipynb at that path.
+    The spec, ``timeout`` and the output paths are checked first (bad input raises a one-line VramlibError
+    before any kernel starts); ``notebook`` keeps the executed .ipynb at that path. A cell running past
+    ``timeout`` seconds raises InvalidValueError naming ``timeout``; any other failure inside the notebook is a
+    bug and is raised as papermill's PapermillExecutionError.
     """
     import papermill as pm
+    from nbclient.exceptions import CellTimeoutError
+    from papermill.exceptions import PapermillExecutionError
 
+    timeout = _check_timeout(timeout)
     spec.validate()
-    out_html = Path(out_html)
-    out_html.parent.mkdir(parents=True, exist_ok=True)
+    out_html = _writable("out", Path(out_html))
+    nb_out = _writable("notebook", Path(notebook)) if notebook else None
     with tempfile.TemporaryDirectory(prefix="vramlib-report-") as tmp:
-        nb_path = Path(notebook) if notebook else Path(tmp) / "report.ipynb"
-        pm.execute_notebook(str(template_path()), str(nb_path), parameters=spec.parameters(), kernel_name="python3",
-                            progress_bar=False, log_output=False, execution_timeout=timeout, cwd=tmp,
-                            extra_arguments=["--IPKernelApp.log_level=ERROR"])  # no kernel banners on stderr
-        out_html.write_text(render_html(nb_path, f"vramlib report: {spec.name}"), encoding="utf-8")
+        nb_path = nb_out or Path(tmp) / "report.ipynb"
+        try:
+            pm.execute_notebook(str(template_path()), str(nb_path), parameters=spec.parameters(),
+                                kernel_name="python3", progress_bar=False, log_output=False,
+                                execution_timeout=timeout, cwd=tmp,
+                                extra_arguments=["--IPKernelApp.log_level=ERROR"])  # no kernel banners on stderr
+        except CellTimeoutError:
+            raise InvalidValueError("timeout", timeout, "a report cell ran longer than that many seconds; give "
+                                                        "more with --timeout") from None
+        except PapermillExecutionError as e:
+            if e.ename in _VRAMLIB_ERRORS:  # the kernel refused an input (a config.json changed since validate)
+                raise VramlibError(str(e.evalue)) from None
+            raise
+        page = render_html(nb_path, f"vramlib report: {spec.name}")  # nbconvert escapes the <title>
+        try:
+            out_html.write_text(page, encoding="utf-8")
+        except OSError as e:
+            raise InvalidValueError("out", str(out_html), f"cannot write the file ({e.strerror or e})") from None
     return out_html
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "participant"
+    """A file name stem from a name: ASCII letters and digits joined by '-' (accents dropped: 'José' -> 'jose')."""
+    plain = unicodedata.normalize("NFKD", str(text)).encode("ascii", "ignore").decode("ascii")
+    return re.sub(r"[^a-z0-9]+", "-", plain.lower()).strip("-")[:80].strip("-") or "participant"
 
 
-def read_participants(path: str | Path, defaults: dict[str, Any] | None = None) -> list[ReportSpec]:
-    """Read a participants CSV: columns ``name``, ``gpu``, ``models`` (separated by ``;``), optional ``tasks``
-    (or ``task``), ``weight_formats``, ``tokens``, ``seq``. Bad rows raise a one-line error naming the row."""
-    path = Path(path)
+def _unique_slug(name: str, used: set[str]) -> str:
+    base = _slug(name)
+    stem, k = base, 2
+    while stem in used:
+        stem, k = f"{base}-{k}", k + 1
+    used.add(stem)
+    return stem
+
+
+class Participant(NamedTuple):
+    """One participant of a batch: where the row came from, the name and GPU as given, the spec (``None`` for a
+    bad row) and the one-line reason it has no report (``None`` when it is fine)."""
+
+    line: int
+    name: str
+    gpu: str
+    spec: ReportSpec | None
+    error: str | None = None
+    source: str = ""
+
+    @property
+    def where(self) -> str:
+        """``'people.csv line 3 (Bo Chen)'``, or the name for a spec given directly."""
+        return f"{self.source} line {self.line} ({self.name})" if self.line else self.name
+
+
+_COLUMNS = {"name": "name", "gpu": "gpu", "models": "models", "model": "models", "tasks": "tasks", "task": "tasks",
+            "weight_formats": "weight_formats", "weights": "weight_formats", "kv_dtype": "kv_dtype",
+            "tokens": "tokens", "seq": "seq", "batch": "batch", "micro_batch": "micro_batch",
+            "recompute": "recompute", "lora_rank": "lora_rank"}
+_TEXT_COLUMNS = ("tasks", "weight_formats", "kv_dtype", "recompute")
+_INT_COLUMNS = ("tokens", "seq", "batch", "micro_batch", "lora_rank")
+_HEADER_HINT = "the first line must be the header, e.g. name,gpu,models"
+
+
+def _read_csv_text(path: Path) -> str:
+    """The text of a participants file: UTF-8 (with or without a BOM), UTF-16 with a BOM, else Windows-1252 /
+    latin-1 (what Excel saves as 'CSV' on many machines)."""
+    if path.is_dir():
+        raise InvalidValueError("participants", str(path), "is a folder; give a CSV file")
+    if not path.exists():
+        raise InvalidValueError("participants", str(path), "no such file")
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise InvalidValueError("participants", str(path), "no such file") from None
-    reader = csv.DictReader(io.StringIO(text))
-    cols = {c.strip().lower(): c for c in (reader.fieldnames or [])}
-    missing = [c for c in ("name", "gpu") if c not in cols] + ([] if ("models" in cols or "model" in cols) else ["models"])
-    if missing:
-        raise InvalidValueError("participants", str(path), f"the CSV needs columns name, gpu, models (missing: {', '.join(missing)})")
-    specs, seen = [], set()
-    for i, raw in enumerate(reader, start=2):
-        row = {k.strip().lower(): (v or "").strip() for k, v in raw.items() if k}
-        if not any(row.values()):
-            continue
-        kw = dict(defaults or {})
-        kw.update(name=row["name"] or f"row {i}", gpu=row["gpu"], models=row.get("models") or row.get("model", ""))
-        tasks = row.get("tasks") or row.get("task")
-        if tasks:
-            kw["tasks"] = tasks
-        if row.get("weight_formats"):
-            kw["weight_formats"] = row["weight_formats"]
-        for key in ("tokens", "seq", "batch"):
-            if row.get(key):
-                if not row[key].isdigit():
-                    raise InvalidValueError(f"{path.name} line {i}: {key}", row[key], "must be a positive integer")
-                kw[key] = int(row[key])
+        data = path.read_bytes()
+    except OSError as e:
+        raise InvalidValueError("participants", str(path), f"cannot read the file ({e.strerror or e})") from None
+    text = None
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         try:
+            text = data.decode("utf-16")
+        except UnicodeDecodeError:
+            raise InvalidValueError("participants", str(path), "is not valid UTF-16 text; save it as CSV (UTF-8)") from None
+    else:
+        for encoding in ("utf-8-sig", "cp1252", "latin-1"):  # latin-1 decodes any bytes
+            try:
+                text = data.decode(encoding)
+                break
+            except UnicodeDecodeError:
+                continue
+    if "\x00" in text:
+        raise InvalidValueError("participants", str(path), "is not a text CSV (it holds NUL bytes); save it as CSV (UTF-8)")
+    return text
+
+
+def read_participant_rows(path: str | Path, defaults: dict[str, Any] | None = None) -> list[Participant]:
+    """Read a participants CSV into one :class:`Participant` per row; a bad row (unknown model, GPU typo, bad
+    number, duplicate name, more fields than columns) is kept with its one-line reason instead of stopping the
+    others.
+
+    Columns (any case; spaces or '-' for '_'): ``name``, ``gpu``, ``models`` (or ``model``; several separated
+    by ``;``), optional ``tasks`` (or ``task``), ``weight_formats`` (or ``weights``), ``kv_dtype``, ``tokens``,
+    ``seq``, ``batch``, ``micro_batch``, ``recompute``, ``lora_rank``; other columns (email, notes ...) are
+    ignored, except one that looks like a misspelt known column, which is refused. Separators: ',' (or ';' or a
+    tab when the header has no comma). Blank lines are skipped. A problem with the file itself (missing, empty,
+    no header, a missing or misspelt column, broken quoting) raises a one-line VramlibError."""
+    import difflib
+
+    path = Path(path)
+    text = _read_csv_text(path)
+    if not text.strip():
+        raise InvalidValueError("participants", str(path), f"the file is empty; {_HEADER_HINT}")
+    first = next(line for line in text.splitlines() if line.strip())
+    delimiter = "," if "," in first else "\t" if "\t" in first else ";" if ";" in first else ","
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+
+    def records():
+        try:
+            for cells in reader:
+                if any(c.strip() for c in cells):
+                    yield reader.line_num, cells
+        except csv.Error as e:
+            raise InvalidValueError(f"{path.name} line {reader.line_num}", "CSV", f"not valid CSV ({e})") from None
+
+    rows_iter = records()
+    first_record = next(rows_iter, None)
+    if first_record is None:
+        raise InvalidValueError("participants", str(path), f"the file has no header; {_HEADER_HINT}")
+    raw_header = first_record[1]
+    header = [re.sub(r"[\s\-]+", "_", c.strip().lower()) for c in raw_header]
+    cols: dict[str, int] = {}
+    for j, (raw, col) in enumerate(zip(raw_header, header)):
+        if not col:
+            continue
+        if col in _COLUMNS:
+            key = _COLUMNS[col]
+            if key in cols:
+                raise InvalidValueError(f"{path.name}: column", raw.strip(),
+                                        f"names the same column as {raw_header[cols[key]].strip()!r}; keep one")
+            cols[key] = j
+        elif difflib.get_close_matches(col, list(_COLUMNS), n=1, cutoff=0.75):
+            raise UnknownNameError(f"{path.name}: column", raw.strip(), _COLUMNS)
+    missing = [c for c in ("name", "gpu", "models") if c not in cols]
+    if missing:
+        raise InvalidValueError("participants", str(path), f"the CSV needs columns name, gpu, models (missing: "
+                                                           f"{', '.join(missing)}); {_HEADER_HINT}")
+    named = {j for j, col in enumerate(header) if col}
+    out: list[Participant] = []
+    seen: dict[str, int] = {}
+    for i, cells in rows_iter:
+        def val(key: str) -> str:
+            j = cols.get(key)
+            return cells[j].strip() if j is not None and j < len(cells) else ""
+
+        name, gpu = " ".join(val("name").split()), val("gpu")
+        label = name or f"line {i}"
+        where = f"{path.name} line {i} ({label})"
+        try:
+            stray = [c for j, c in enumerate(cells) if j not in named and c.strip()]
+            if stray:
+                raise VramlibError(f"row: {len(cells)} fields but the header names {len(named)} columns (first "
+                                   f"extra: {stray[0].strip()!r}); separate several models with ';' or quote a field "
+                                   "that holds a comma")
+            key = name.casefold()
+            if key and key in seen:
+                raise InvalidValueError("name", name, f"line {seen[key]} has the same name; names must be unique")
+            if key:
+                seen[key] = i
+            kw = dict(defaults or {})
+            kw.update(name=label, gpu=gpu, models=val("models"))
+            kw.update({k: val(k) for k in _TEXT_COLUMNS if val(k)})
+            for k in _INT_COLUMNS:
+                if val(k):
+                    if not re.fullmatch(r"[0-9]+", val(k)):
+                        raise InvalidValueError(k, val(k), "must be a positive integer")
+                    kw[k] = int(val(k))
             spec = ReportSpec(**kw)
             spec.validate()
         except VramlibError as e:
-            raise VramlibError(f"{path.name} line {i} ({kw['name']}): {e}") from None
-        if _slug(spec.name) in seen:
-            raise InvalidValueError(f"{path.name} line {i}: name", spec.name, "names must be unique")
-        seen.add(_slug(spec.name))
-        specs.append(spec)
-    if not specs:
+            out.append(Participant(i, label, gpu, None, f"{where}: {e}", path.name))
+            continue
+        out.append(Participant(i, spec.name, gpu, spec, None, path.name))
+    if not out:
         raise InvalidValueError("participants", str(path), "the CSV has no participant rows")
-    return specs
+    return out
+
+
+def read_participants(path: str | Path, defaults: dict[str, Any] | None = None) -> list[ReportSpec]:
+    """The specs of a participants CSV (:func:`read_participant_rows`); the first bad row raises its one-line
+    error naming the file, line and participant."""
+    rows = read_participant_rows(path, defaults)
+    for r in rows:
+        if r.error:
+            raise VramlibError(r.error)
+    return [r.spec for r in rows]
 
 
 _SUMMARY_CSS = ("body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
                 "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}.yes{background:#e0f3e0}"
-                ".no{background:#fbe3e3}caption{font-weight:bold;margin-bottom:.5em}")
+                ".no{background:#fbe3e3}.failed{background:#fde8c8}caption{font-weight:bold;margin-bottom:.5em}")
+
+SUMMARY_COLUMNS = ("name", "gpu", "model", "task", "setting", "per-GPU total (GB)", "per-GPU total (GiB)",
+                   "GPU memory (GB)", "GPU memory (GiB)", "fits", "longest context (tokens)", "report", "error")
+"""The columns of ``summary.csv``: :func:`summary_rows` plus the report's file and, for a participant without a
+report, the one-line reason."""
 
 
-def summary_html(rows: Sequence[dict[str, Any]], links: dict[str, str] | None = None) -> str:
-    """Who can run what: one row per participant, one column per model x setting, cells yes/no (GB per GPU)."""
+def summary_html(rows: Sequence[dict[str, Any]], links: dict[str, str] | None = None,
+                 failed: Sequence[Participant] = ()) -> str:
+    """Who can run what: one row per participant, one column per model x setting, cells yes/no (GB per GPU);
+    a participant without a report gets one cell with the reason. Every name and value is HTML-escaped."""
+    esc = html.escape
     people = list(dict.fromkeys(r["name"] for r in rows))
     cols = list(dict.fromkeys((r["model"], r["setting"]) for r in rows))
     cell = {(r["name"], r["model"], r["setting"]): r for r in rows}
-    head = "".join(f"<th>{html.escape(m)}<br><small>{html.escape(s)}</small></th>" for m, s in cols)
+    head = "".join(f"<th>{esc(m)}<br><small>{esc(s)}</small></th>" for m, s in cols)
     body = []
     for p in people:
         gpu = next(r["gpu"] for r in rows if r["name"] == p)
-        name = html.escape(p)
+        name = esc(p)
         if links and p in links:
-            name = f"<a href='{html.escape(links[p], quote=True)}'>{name}</a>"
+            name = f"<a href='{esc(links[p], quote=True)}'>{name}</a>"
         tds = []
         for m, s in cols:
             r = cell.get((p, m, s))
@@ -675,33 +882,82 @@ def summary_html(rows: Sequence[dict[str, Any]], links: dict[str, str] | None = 
                 tds.append("<td></td>")
                 continue
             ctx = f", {r['longest context (tokens)']:,} tokens" if r["longest context (tokens)"] != "" else ""
-            tds.append(f"<td class='{r['fits']}'>{r['fits']} ({r['per-GPU total (GB)']:,.1f} GB{ctx})</td>")
-        body.append(f"<tr><td>{name}</td><td>{html.escape(gpu)}</td>{''.join(tds)}</tr>")
+            tds.append(f"<td class='{esc(str(r['fits']), quote=True)}'>{esc(str(r['fits']))} "
+                       f"({r['per-GPU total (GB)']:,.1f} GB{ctx})</td>")
+        body.append(f"<tr><td>{name}</td><td>{esc(gpu)}</td>{''.join(tds)}</tr>")
+    for f in failed:
+        body.append(f"<tr><td>{esc(f.name)}</td><td>{esc(f.gpu)}</td><td class='failed' colspan='{max(len(cols), 1)}'>"
+                    f"no report: {esc(f.error or '')}</td></tr>")
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>vramlib: who can run what</title>"
             f"<style>{_SUMMARY_CSS}</style></head><body><table><caption>Who can run what (memory per GPU in GB = "
             f"10^9 bytes; 'tokens' is the longest context at batch 1)</caption><thead><tr><th>name</th><th>GPU</th>"
             f"{head}</tr></thead><tbody>{''.join(body)}</tbody></table></body></html>")
 
 
-def run_batch(specs: Sequence[ReportSpec], out_dir: str | Path, progress: bool = True,
-              timeout: int = 300) -> tuple[list[Path], Path, Path]:
+class Batch(NamedTuple):
+    """What :func:`run_batch` wrote: the reports, the two summaries, and the participants without a report
+    (each with its one-line reason in ``error``)."""
+
+    reports: list[Path]
+    summary_html: Path
+    summary_csv: Path
+    failed: list[Participant]
+
+
+def run_batch(participants: Sequence[ReportSpec | Participant], out_dir: str | Path, progress: bool = True,
+              timeout: int = 300) -> Batch:
     """One HTML report per participant in ``out_dir`` (a tqdm progress bar on stderr), then ``summary.html``
-    and ``summary.csv`` of who can run what. Returns (reports, summary_html, summary_csv)."""
+    and ``summary.csv`` of who can run what.
+
+    Nothing is lost: a participant whose row is bad (:func:`read_participant_rows`) or whose report fails on
+    bad input gets no report but a row in both summaries with the reason, and the others are all written; see
+    ``Batch.failed``. A failure inside the report notebook that is not bad input is a bug: the batch still
+    finishes and writes the summaries, then raises the first such PapermillExecutionError.
+    """
+    from papermill.exceptions import PapermillExecutionError
     from tqdm.auto import tqdm
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    reports, rows, links = [], [], {}
-    for spec in tqdm(specs, desc="reports", unit="participant", disable=not progress):
-        path = run_report(spec, out_dir / f"{_slug(spec.name)}.html", timeout=timeout)
+    timeout = _check_timeout(timeout)
+    items = [p if isinstance(p, Participant) else Participant(0, p.name, p.gpu, p) for p in participants]
+    if not items:
+        raise InvalidValueError("participants", [], "give at least one participant")
+    out_dir = _writable("out_dir", Path(out_dir), folder=True)
+    reports, rows, links, failed, bugs = [], [], {}, [], []
+    used, names = {"summary"}, set()
+    for item in tqdm(items, desc="reports", unit="participant", disable=not progress):
+        spec = item.spec
+        if spec is not None and spec.name.casefold() in names:
+            item = item._replace(spec=None, error=f"{item.where}: name: names must be unique")
+        if item.spec is None:
+            failed.append(item)
+            continue
+        names.add(spec.name.casefold())
+        try:
+            path = run_report(spec, out_dir / f"{_unique_slug(spec.name, used)}.html", timeout=timeout)
+            fits = report_fits(spec)
+        except VramlibError as e:
+            failed.append(item._replace(error=f"{item.where}: {e}"))
+            continue
+        except PapermillExecutionError as e:  # a bug: the others still get their reports; raised at the end
+            failed.append(item._replace(error=f"{item.where}: the report notebook failed ({e.ename}: "
+                                              f"{' '.join(str(e.evalue).split())}); a bug in vramlib"))
+            bugs.append(e)
+            continue
         reports.append(path)
         links[spec.name] = path.name
-        rows += summary_rows(report_fits(spec), name=spec.name)
+        rows += summary_rows(fits, name=spec.name)
     csv_path, html_path = out_dir / "summary.csv", out_dir / "summary.html"
-    with csv_path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]) + ["report"])
-        w.writeheader()
-        for r in rows:
-            w.writerow({**r, "report": links[r["name"]]})
-    html_path.write_text(summary_html(rows, links), encoding="utf-8")
-    return reports, html_path, csv_path
+    try:
+        with csv_path.open("w", newline="", encoding="utf-8") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(SUMMARY_COLUMNS))
+            w.writeheader()
+            for r in rows:
+                w.writerow({**r, "report": links[r["name"]], "error": ""})
+            for f in failed:
+                w.writerow({"name": f.name, "gpu": f.gpu, "error": f.error})
+        html_path.write_text(summary_html(rows, links, failed), encoding="utf-8")
+    except OSError as e:
+        raise InvalidValueError("out_dir", str(out_dir), f"cannot write the summaries ({e.strerror or e})") from None
+    if bugs:
+        raise bugs[0]
+    return Batch(reports, html_path, csv_path, failed)
