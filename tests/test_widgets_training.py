@@ -86,3 +86,20 @@ def test_panel_builds():
     pytest.importorskip("ipywidgets")
     box = training_panel("llama-33b")
     assert "Longest sequence" in box.children[-1].value
+
+
+def test_integer_boxes_never_clamp_and_say_so_in_place():
+    """ipywidgets' BoundedIntText silently turns 10^9 tokens into its maximum; the panels' boxes show a message."""
+    pytest.importorskip("ipywidgets")
+    from vramlib.widgets import inference_panel
+
+    box = inference_panel("llama-2-13b")
+    ctl = {c.description: c for row in box.children[:-1] for c in row.children}
+    out = box.children[-1]
+    ctl["context (tokens)"].value = 10**9
+    assert ctl["context (tokens)"].value == 10**9                          # not clamped to 10,000,000
+    assert "vramlib-error" in out.value and "context (tokens)" in out.value and "10,000,000" in out.value
+    ctl["context (tokens)"].value = 0
+    assert "vramlib-error" in out.value and "from 1 to" in out.value
+    ctl["context (tokens)"].value = 4096
+    assert "vramlib-error" not in out.value

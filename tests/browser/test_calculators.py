@@ -198,7 +198,7 @@ def test_chapter_page_is_clean(driver, build_dir, page):
       if (art.querySelector('script[type="application/vnd.jupyter.widget-view+json"]')) out.push('widget view');
       if (document.querySelector('script[type="application/vnd.jupyter.widget-state+json"]')) out.push('widget state');
       for (const pre of art.querySelectorAll('.cell_output pre, .output pre'))
-        if (/^(VBox|HBox|Box|Dropdown|BoundedIntText|IntSlider|Output)\(/.test(pre.textContent.trim())) out.push('ipywidgets repr');
+        if (/^(VBox|HBox|Box|Dropdown|BoundedIntText|CheckedIntText|IntText|IntSlider|Output)\(/.test(pre.textContent.trim())) out.push('ipywidgets repr');
       for (const f of art.querySelectorAll('input, select, textarea'))
         if (!f.closest('.vramlib-calc[data-live]') && !f.closest('.sd-tab-set')) out.push('form field ' + (f.name || f.type));
       return out;""")

@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..breakdown import Breakdown
-from ..errors import VramlibError
+from ..errors import InvalidValueError, VramlibError
 from ..units import gb, gib
 from ..viz import breakdown_svg
 
@@ -65,11 +65,45 @@ def dropdown(options, value, description: str):
     return w.Dropdown(options=list(options), value=value, description=description, style=_STYLE)
 
 
-def int_box(value: int, lo: int, hi: int, description: str, step: int = 1):
-    """A labelled ipywidgets BoundedIntText (the panels' integer control)."""
+@lru_cache(maxsize=1)
+def _checked_int_class():
     import ipywidgets as w
+    import traitlets
 
-    return w.BoundedIntText(value=value, min=lo, max=hi, step=step, description=description, style=_STYLE)
+    class CheckedIntText(w.IntText):
+        """An integer box that never clamps: ipywidgets' BoundedIntText silently turns 1,000,000,000 tokens into
+        its maximum; this one lets the value through and the panel shows a one-line message in place
+        (:func:`range_problem`), as the static book's calculators do. ``min``/``max`` are the allowed range."""
+
+        min = traitlets.Int(None, allow_none=True)
+        max = traitlets.Int(None, allow_none=True)
+
+    return CheckedIntText
+
+
+def bounded_int(value: int, min: int | None = None, max: int | None = None, **kwargs):  # noqa: A002 (ipywidgets' names)
+    """The panels' integer control: BoundedIntText's arguments, no clamping (see :func:`_checked_int_class`)."""
+    return _checked_int_class()(value=value, min=min, max=max, **kwargs)
+
+
+def int_box(value: int, lo: int, hi: int, description: str, step: int = 1):
+    """A labelled integer box with an allowed range [lo, hi] (:func:`bounded_int`)."""
+    return bounded_int(value, min=lo, max=hi, step=step, description=description, style=_STYLE)
+
+
+def range_problem(controls: Mapping[str, Any]) -> VramlibError | None:
+    """The first control whose value lies outside its allowed range, as a one-line error (the same words as the
+    static calculators' message); None when every value is allowed."""
+    for name, c in controls.items():
+        lo, hi, v = getattr(c, "min", None), getattr(c, "max", None), getattr(c, "value", None)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (lo is None and hi is None):
+            continue
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            field = getattr(c, "description", "") or name
+            span = (f"from {lo:,} to {hi:,}" if lo is not None and hi is not None
+                    else f"at least {lo:,}" if lo is not None else f"at most {hi:,}")
+            return InvalidValueError(field, v, f"must be an integer {span}")
+    return None
 
 
 def panel(compute: Callable[..., Computed], controls: Mapping[str, Any], fixed: Mapping[str, Any] | None = None,
@@ -91,7 +125,8 @@ def panel(compute: Callable[..., Computed], controls: Mapping[str, Any], fixed: 
         return {**fixed, **{k: c.value for k, c in controls.items()}}
 
     def update(_=None) -> None:
-        out.value = view(values()) if view else evaluate_panel(compute, values())
+        problem = range_problem(controls)
+        out.value = render(problem) if problem else (view(values()) if view else evaluate_panel(compute, values()))
 
     for c in controls.values():
         c.observe(update, names="value")
@@ -161,7 +196,7 @@ def control_spec(name: str, control) -> dict[str, Any] | None:
                 "value": control.value}
     if isinstance(control, (w.Checkbox, w.ToggleButton)):
         return {**spec, "kind": "bool", "value": bool(control.value)}
-    for kind, classes in (("int", (w.IntText, w.BoundedIntText, w.IntSlider)),
+    for kind, classes in (("int", (w.IntText, w.BoundedIntText, w.IntSlider)),  # CheckedIntText is an IntText
                           ("float", (w.FloatText, w.BoundedFloatText, w.FloatSlider, w.FloatLogSlider))):
         if isinstance(control, classes):
             spec.update(kind=kind, value=control.value)
@@ -214,8 +249,8 @@ def model_controls(model, gpu_names: list[str] | None = None, precisions: list[s
 
     style = {"description_width": "initial"}
     ctl: dict[str, Any] = {
-        "n_heads": w.BoundedIntText(value=model.n_heads, min=1, max=256, description="heads", style=style),
-        "n_kv_heads": w.BoundedIntText(value=model.n_kv_heads, min=1, max=256, description="KV heads", style=style),
+        "n_heads": bounded_int(value=model.n_heads, min=1, max=256, description="heads", style=style),
+        "n_kv_heads": bounded_int(value=model.n_kv_heads, min=1, max=256, description="KV heads", style=style),
     }
     if precisions:
         ctl["weights"] = w.Dropdown(options=precisions, value=precisions[0], description="weights", style=style)

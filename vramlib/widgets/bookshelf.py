@@ -13,7 +13,7 @@ from ..inference import inference_memory
 from ..models import get_model, model_names
 from ..precision import get_precision, precision_names
 from ..training import training_memory
-from . import render, with_static_view
+from . import bounded_int, range_problem, render, with_static_view
 
 TASKS = ("inference", "training", "both")
 """inference: answer questions; training: full training (every weight learns); both: the two shelves."""
@@ -125,13 +125,13 @@ def bookshelf_panel(model="llama-3.1-8b", weights: str = "bf16", tokens: int = 4
         "model": w.Dropdown(options=model_names(), value=m.name if m.name in model_names() else model_names()[0],
                             description="model", style=style),
         "weights": w.Dropdown(options=precision_names(), value=weights, description="precision", style=style),
-        "tokens": w.BoundedIntText(value=tokens, min=1, max=10**7, step=1024, description="context (tokens)",
+        "tokens": bounded_int(value=tokens, min=1, max=10**7, step=1024, description="context (tokens)",
                                    style=style),
-        "batch": w.BoundedIntText(value=batch, min=1, max=4096, description="conversations at once", style=style),
+        "batch": bounded_int(value=batch, min=1, max=4096, description="conversations at once", style=style),
         "gpu": w.Dropdown(options=sorted(GPUS), value=gpu, description="GPU", style=style),
         "task": w.Dropdown(options=list(TASKS), value=task, description="task", style=style),
-        "n_heads": w.BoundedIntText(value=m.n_heads, min=1, max=512, description="heads", style=style),
-        "n_kv_heads": w.BoundedIntText(value=m.n_kv_heads, min=1, max=512, description="KV heads", style=style),
+        "n_heads": bounded_int(value=m.n_heads, min=1, max=512, description="heads", style=style),
+        "n_kv_heads": bounded_int(value=m.n_kv_heads, min=1, max=512, description="KV heads", style=style),
     }
     out = w.HTML()
     busy = [False]
@@ -149,7 +149,8 @@ def bookshelf_panel(model="llama-3.1-8b", weights: str = "bf16", tokens: int = 4
     def update(_=None) -> None:
         if busy[0]:
             return
-        out.value = evaluate_bookshelf({k: c.value for k, c in controls.items()})
+        problem = range_problem(controls)
+        out.value = render(problem) if problem else evaluate_bookshelf({k: c.value for k, c in controls.items()})
 
     controls["model"].observe(on_model, names="value")
     for k, c in controls.items():

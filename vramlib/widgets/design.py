@@ -8,7 +8,7 @@ from ..errors import InvalidValueError, check_positive_int
 from ..hardware import GPUS
 from ..models import get_model
 from ..precision import precision_names
-from . import Computed, panel
+from . import Computed, bounded_int, panel
 
 
 def design_spec(base, n_layers: int, hidden: int, n_heads: int, n_kv_heads: int, ffn: int, n_experts: int = 0,
@@ -59,22 +59,22 @@ def design_panel(base="source-13b", gpu: str = "h100-sxm-80gb", context: int = 1
     b = get_model(base)
     style = {"description_width": "initial"}
     controls = {
-        "n_layers": w.BoundedIntText(value=b.n_layers, min=1, max=1024, description="layers", style=style),
+        "n_layers": bounded_int(value=b.n_layers, min=1, max=1024, description="layers", style=style),
         "equal_params": w.Checkbox(value=False, description="solve layers at the base's parameters", style=style),
-        "hidden": w.BoundedIntText(value=b.hidden, min=64, max=65536, step=128, description="hidden", style=style),
-        "n_heads": w.BoundedIntText(value=b.n_heads, min=1, max=512, description="heads", style=style),
-        "n_kv_heads": w.BoundedIntText(value=b.n_kv_heads, min=1, max=512, description="KV heads", style=style),
-        "ffn": w.BoundedIntText(value=b.ffn, min=1, max=10**6, step=256, description="FFN size", style=style),
-        "n_experts": w.BoundedIntText(value=b.n_experts, min=0, max=1024, description="experts (0 = dense)",
+        "hidden": bounded_int(value=b.hidden, min=64, max=65536, step=128, description="hidden", style=style),
+        "n_heads": bounded_int(value=b.n_heads, min=1, max=512, description="heads", style=style),
+        "n_kv_heads": bounded_int(value=b.n_kv_heads, min=1, max=512, description="KV heads", style=style),
+        "ffn": bounded_int(value=b.ffn, min=1, max=10**6, step=256, description="FFN size", style=style),
+        "n_experts": bounded_int(value=b.n_experts, min=0, max=1024, description="experts (0 = dense)",
                                       style=style),
-        "experts_per_token": w.BoundedIntText(value=b.experts_per_token or 2, min=1, max=64,
+        "experts_per_token": bounded_int(value=b.experts_per_token or 2, min=1, max=64,
                                               description="experts per token", style=style),
         "weights": w.Dropdown(options=precision_names(), value=weights, description="weights", style=style),
         "gpu": w.Dropdown(options=sorted(GPUS), value=gpu, description="target GPU", style=style),
-        "context": w.BoundedIntText(value=context, min=1, max=10**8, step=4096, description="target context",
+        "context": bounded_int(value=context, min=1, max=10**8, step=4096, description="target context",
                                     style=style),
-        "train_seq": w.BoundedIntText(value=train_seq, min=1, max=10**6, step=1024, description="training sequence",
+        "train_seq": bounded_int(value=train_seq, min=1, max=10**6, step=1024, description="training sequence",
                                       style=style),
-        "n_gpus": w.BoundedIntText(value=n_gpus, min=1, max=100000, description="training GPUs", style=style),
+        "n_gpus": bounded_int(value=n_gpus, min=1, max=100000, description="training GPUs", style=style),
     }
     return panel(design_compute, controls, fixed={"base": b})

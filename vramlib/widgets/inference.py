@@ -7,7 +7,7 @@ from ..inference import inference_memory
 from ..models import get_model
 from ..precision import precision_names
 from ..units import fmt_bytes
-from . import Computed, panel
+from . import Computed, bounded_int, panel
 
 
 def inference_compute(model, n_heads: int, n_kv_heads: int, weights: str, kv_dtype: str, tokens: int, gpu: str,
@@ -34,12 +34,12 @@ def inference_panel(model, gpu: str = "rtx-4090", weights: str = "int4", kv_dtyp
     style = {"description_width": "initial"}
     kv_formats = ["fp32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2", "int8", "int4"]
     controls = {
-        "n_heads": w.BoundedIntText(value=m.n_heads, min=1, max=512, description="heads", style=style),
-        "n_kv_heads": w.BoundedIntText(value=m.n_kv_heads, min=1, max=512, description="KV heads", style=style),
+        "n_heads": bounded_int(value=m.n_heads, min=1, max=512, description="heads", style=style),
+        "n_kv_heads": bounded_int(value=m.n_kv_heads, min=1, max=512, description="KV heads", style=style),
         "weights": w.Dropdown(options=precision_names(), value=weights, description="weights", style=style),
         "kv_dtype": w.Dropdown(options=kv_formats, value=kv_dtype, description="KV cache", style=style),
-        "tokens": w.BoundedIntText(value=tokens, min=1, max=10**7, step=1024, description="context (tokens)", style=style),
-        "batch": w.BoundedIntText(value=batch, min=1, max=4096, description="batch", style=style),
+        "tokens": bounded_int(value=tokens, min=1, max=10**7, step=1024, description="context (tokens)", style=style),
+        "batch": bounded_int(value=batch, min=1, max=4096, description="batch", style=style),
         "attention": w.Dropdown(options=["sdpa", "flash", "eager"], value=attention, description="attention", style=style),
         "gpu": w.Dropdown(options=sorted(GPUS), value=gpu, description="GPU", style=style),
     }

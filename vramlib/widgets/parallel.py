@@ -20,7 +20,7 @@ from ..planning import balance_pipeline, balance_verdict, search_plans
 from ..training import CONVENTIONS
 from ..units import fmt_bytes, gb, gib
 from ..viz import breakdown_svg
-from . import Computed, evaluate_panel, render, with_static_view
+from . import Computed, bounded_int, evaluate_panel, range_problem, render, with_static_view
 
 StagesComputed = tuple[tuple[Breakdown, ...], "int | None", str]
 """Per-stage panels: the Breakdown of every stage, the capacity, a verdict line."""
@@ -156,7 +156,9 @@ def stages_panel(compute: Callable[..., StagesComputed], controls: Mapping[str, 
     out = w.HTML()
 
     def update(_=None) -> None:
-        out.value = evaluate_stages_panel(compute, {**fixed, **{k: c.value for k, c in controls.items()}})
+        problem = range_problem(controls)
+        out.value = render(problem) if problem else evaluate_stages_panel(
+            compute, {**fixed, **{k: c.value for k, c in controls.items()}})
 
     for c in controls.values():
         c.observe(update, names="value")
@@ -176,20 +178,20 @@ def plan_controls(model, gpu: str = "a100-80gb", tp: int = 1, pp: int = 1, dp: i
     m = get_model(model)
     style = {"description_width": "initial"}
     ctl: dict[str, Any] = {
-        "n_heads": w.BoundedIntText(value=m.n_heads, min=1, max=512, description="heads", style=style),
-        "n_kv_heads": w.BoundedIntText(value=m.n_kv_heads, min=1, max=512, description="KV heads", style=style),
+        "n_heads": bounded_int(value=m.n_heads, min=1, max=512, description="heads", style=style),
+        "n_kv_heads": bounded_int(value=m.n_kv_heads, min=1, max=512, description="KV heads", style=style),
         "precision": w.Dropdown(options=["bf16", "fp16", "fp32"], value=precision, description="precision",
                                 style=style),
         "gpu": w.Dropdown(options=sorted(GPUS), value=gpu, description="GPU", style=style),
         "tp": w.Dropdown(options=[1, 2, 4, 8], value=tp, description="TP", style=style),
-        "pp": w.BoundedIntText(value=pp, min=1, max=m.n_layers, description="PP (stages)", style=style),
-        "dp": w.BoundedIntText(value=dp, min=1, max=65536, description="DP", style=style),
+        "pp": bounded_int(value=pp, min=1, max=m.n_layers, description="PP (stages)", style=style),
+        "dp": bounded_int(value=dp, min=1, max=65536, description="DP", style=style),
         "zero": w.Dropdown(options=[0, 1, 2, 3], value=zero, description="ZeRO stage", style=style),
         "recompute": w.Dropdown(options=["none", "selective", "full"], value=recompute, description="recompute",
                                 style=style),
-        "micro_batch": w.BoundedIntText(value=micro_batch, min=1, max=1024, description="micro-batch", style=style),
-        "n_micro": w.BoundedIntText(value=n_micro, min=1, max=4096, description="micro-batches", style=style),
-        "seq": w.BoundedIntText(value=seq, min=1, max=10**6, step=512, description="sequence", style=style),
+        "micro_batch": bounded_int(value=micro_batch, min=1, max=1024, description="micro-batch", style=style),
+        "n_micro": bounded_int(value=n_micro, min=1, max=4096, description="micro-batches", style=style),
+        "seq": bounded_int(value=seq, min=1, max=10**6, step=512, description="sequence", style=style),
         "convention": w.Dropdown(options=list(CONVENTIONS), value=convention, description="convention", style=style),
         "sequence_parallel": w.Checkbox(value=tp > 1 if sequence_parallel is None else bool(sequence_parallel),
                                         description="sequence parallel", style=style),
@@ -218,7 +220,7 @@ def balance_panel(model, gpu: str = "a100-80gb", pp: int = 4, n_micro: int = 8, 
     ctl = plan_controls(m, gpu=gpu, pp=pp, n_micro=n_micro, dp=defaults.pop("dp", 1), zero=defaults.pop("zero", 0),
                         offload=False, **defaults)
     ctl["schedule"] = w.Dropdown(options=["1f1b", "gpipe"], value=schedule, description="schedule", style=style)
-    ctl["virtual_stages"] = w.BoundedIntText(value=virtual_stages, min=1, max=16, description="chunks per GPU "
+    ctl["virtual_stages"] = bounded_int(value=virtual_stages, min=1, max=16, description="chunks per GPU "
                                              "(interleaved)", style=style)
     ctl["balanced"] = w.Checkbox(value=True, description="balanced split")
     return stages_panel(balance_stages_compute, ctl, fixed={"model": m})

@@ -10,7 +10,7 @@ from ..hardware import GPUS, get_gpu
 from ..models import get_model
 from ..precision import precision_names
 from ..serving import serving_kv_capacity
-from . import Computed, panel
+from . import Computed, bounded_int, panel
 
 KV_FORMATS = ["auto", "fp8", "fp8_e5m2", "fp16", "bf16", "fp32"]
 
@@ -40,8 +40,8 @@ def serving_panel(model, gpu: str = "a100-80gb", weights: str = "bf16", kv_dtype
     m = get_model(model)
     style = {"description_width": "initial"}
     controls = {
-        "n_heads": w.BoundedIntText(value=m.n_heads, min=1, max=512, description="heads", style=style),
-        "n_kv_heads": w.BoundedIntText(value=m.n_kv_heads, min=1, max=512, description="KV heads", style=style),
+        "n_heads": bounded_int(value=m.n_heads, min=1, max=512, description="heads", style=style),
+        "n_kv_heads": bounded_int(value=m.n_kv_heads, min=1, max=512, description="KV heads", style=style),
         "weights": w.Dropdown(options=precision_names(), value=weights, description="weights", style=style),
         "kv_dtype": w.Dropdown(options=KV_FORMATS, value=kv_dtype, description="--kv-cache-dtype", style=style),
         "gpu": w.Dropdown(options=sorted(GPUS), value=gpu, description="GPU", style=style),
@@ -49,9 +49,9 @@ def serving_panel(model, gpu: str = "a100-80gb", weights: str = "bf16", kv_dtype
         "gpu_memory_utilization": w.BoundedFloatText(value=gpu_memory_utilization, min=0.05, max=1.0, step=0.01,
                                                      description="gpu_memory_utilization", style=style),
         "block_size": w.Dropdown(options=[8, 16, 32, 64, 128], value=block_size, description="block size", style=style),
-        "max_num_batched_tokens": w.BoundedIntText(value=max_num_batched_tokens, min=1, max=2**20, step=1024,
+        "max_num_batched_tokens": bounded_int(value=max_num_batched_tokens, min=1, max=2**20, step=1024,
                                                    description="max_num_batched_tokens", style=style),
-        "request_tokens": w.BoundedIntText(value=request_tokens, min=1, max=2**21, step=1024,
+        "request_tokens": bounded_int(value=request_tokens, min=1, max=2**21, step=1024,
                                            description="request (tokens)", style=style),
     }
     return panel(serving_compute, controls, fixed={"model": m})
