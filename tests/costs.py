@@ -57,6 +57,20 @@ def warm_cost(fn, *args, **kwargs) -> Cost:
     return cost
 
 
+def assert_warm_updates_compile_nothing(update, misses_allowed: int = 0, **changes) -> Cost:
+    """A panel update, once warm: compiles nothing, misses no cache, repeats the same work exactly, and with other
+    numbers (``changes``) still compiles nothing (``misses_allowed`` weights_detail misses for a new shape)."""
+    cost = warm_cost(update)
+    assert cost.compiles == 0 and cost.weights_misses == 0 and cost.evaluations > 0, cost
+    with counting() as again:
+        update()
+    assert again == cost                                    # the same work every time: nothing accumulates
+    with counting() as moved:                               # other numbers: the same compiled formulas
+        update(**changes)
+    assert moved.compiles == 0 and moved.weights_misses <= misses_allowed, moved
+    return cost
+
+
 def count_calls(monkeypatch, module, name: str) -> list:
     """Wrap ``module.name`` (looked up at call time by the code under test) so that each call appends to the
     returned list: ``len(calls)`` is how many times it ran."""

@@ -69,7 +69,7 @@ def test_tp_replicates_kv_heads_beyond_their_count():
     assert bd["kv cache"] == vl.kv_cache_bytes(m.with_(n_kv_heads=1), 1000)
     with pytest.raises(VramlibError, match="gpu count"):
         R.kv_heads_per_gpu("llama-2-13b", 3)
-    with pytest.raises(VramlibError, match="n_kv_heads=8"):
+    with pytest.raises(VramlibError, match="8 KV heads"):
         R.kv_heads_per_gpu(vl.get_model("llama-3.1-8b").with_(n_heads=48, n_kv_heads=8), 12)
 
 
@@ -221,3 +221,17 @@ def test_report_batch(tmp_path, capsys):
     assert bo["report"] == "bo-chen.html"
     summary = (tmp_path / "out" / "summary.html").read_text()
     assert "<a href='ann-lee.html'>Ann Lee</a>" in summary and summary.count("<tr>") == 3
+
+
+def test_max_tokens_tp_keeps_whole_kv_heads_per_gpu():
+    """Issue 10: 16 GPUs > 8 KV heads: each GPU keeps one whole head, not 1/16 of the cache (it was 716,835)."""
+    m = vl.get_model("llama-3.1-70b")
+    t = vl.max_tokens_tp(m, "24GB", 16)
+    assert t == R.max_context(m, "16x24GB", attention=None) == 358_417
+    per_gpu = lambda n: R.inference_memory_tp(m, 16, tokens=n, attention=None).total  # noqa: E731
+    assert per_gpu(t) <= 24 * 10**9 < per_gpu(t + 1)
+    # 8 and 16 GPUs hold the same one KV head per GPU: the same KV bytes per token on each GPU
+    kv = lambda n: R.inference_memory_tp(m, n, tokens=1000, attention=None)["kv cache"]  # noqa: E731
+    assert kv(16) == kv(8) == vl.kv_cache_bytes(m.with_(n_kv_heads=1), 1000) == kv(1) // 8
+    with pytest.raises(VramlibError, match="allowed: 1, 2, 4, 8, 16, 32, 64"):
+        vl.max_tokens_tp(m, "24GB", 3)

@@ -7,7 +7,7 @@ from vramlib.errors import VramlibError
 
 @pytest.mark.parametrize("text,expected", [
     ("24GiB", 24 * 2**30), ("80 GB", 80 * 10**9), ("0.5GB", 500_000_000), ("512 MiB", 512 * 2**20),
-    ("1TB", 10**12), ("100", 100), (" 2 gib ", 2 * 2**30), (12345, 12345),
+    ("1TB", 10**12), ("100B", 100), ("0", 0), (" 2 gib ", 2 * 2**30), (12345, 12345),
 ])
 def test_parse_memory(text, expected):
     assert vl.parse_memory(text) == expected

@@ -29,6 +29,21 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
+
+def _publish(names) -> None:
+    """Every exported function checks its arguments' shape and simple types (errors.public_api)."""
+    import inspect
+
+    g = globals()
+    for n in names:
+        if inspect.isfunction(g.get(n)):
+            g[n] = public_api(g[n])
+
+
+from .errors import public_api  # noqa: E402
+
+_publish(__all__)
+
 # Heavier modules load on first use (PEP 562), so that `import vramlib` stays well under a second:
 # `vl.serving_kv_capacity`, `vl.search_plans`, `vl.viz`, `vl.widgets` ... all work as attributes.
 _LAZY_MODULES = {
@@ -99,12 +114,15 @@ _LAZY_ATTRS = {
 
 def __getattr__(name: str):
     import importlib
+    import inspect
 
     if name in _LAZY_MODULES:
         return importlib.import_module(f".{name}", __name__)
     if name in _LAZY_ATTRS:
         module, attr = _LAZY_ATTRS[name]
         value = getattr(importlib.import_module(f".{module}", __name__), attr)
+        if inspect.isfunction(value):
+            value = public_api(value)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'vramlib' has no attribute {name!r}")

@@ -86,7 +86,7 @@ from functools import lru_cache
 import sympy as sp
 
 from . import formulas as F
-from .errors import InvalidValueError, check_choice, check_positive_int
+from .errors import InvalidValueError, check_choice, check_positive_int, checked_call
 from .models import ModelSpec, get_model
 from .precision import get_precision
 from .symbols import E, L, V, b, b_a, d, f, h, n_h, n_kv, n_norm, s
@@ -289,6 +289,7 @@ def _activation_dtype_bytes(dtype: str) -> int:
     return int(prec.bytes_per_element)
 
 
+@checked_call
 def activation_bytes(model: ModelSpec | str, seq: int, batch: int = 1, dtype: str = "bf16",
                      attention: str = "sdpa", recompute: str = "none", style: str = "hf", scope: str = "layer",
                      tp: int = 1, sequence_parallel: bool = False) -> int:
@@ -297,7 +298,9 @@ def activation_bytes(model: ModelSpec | str, seq: int, batch: int = 1, dtype: st
     ``scope="layer"``: one decoder layer; ``scope="model"``: the whole step (embeddings, all layers,
     final norm, LM head, cross-entropy), as the peak over forward and backward (see the module doc).
     ``style="hf"``: measured transformers behaviour (single device: ``tp=1``); ``style="megatron"``:
-    Korthikanti et al. 2022 (``dtype`` and ``attention`` ignored; ``tp`` must divide the heads).
+    Korthikanti et al. 2022 (``dtype`` and ``attention`` ignored; ``tp`` must divide the heads and divide or be a
+    multiple of the KV heads, :func:`vramlib.parallel.kv_heads_per_gpu`; the paper's layer is multi-head
+    attention, so K and V count n_h / t heads per rank -- an upper bound for GQA).
 
     >>> activation_bytes("llama-2-7b", seq=4096, style="megatron")  # s b h (34 + 5 a s / h)
     3254779904
@@ -312,9 +315,10 @@ def activation_bytes(model: ModelSpec | str, seq: int, batch: int = 1, dtype: st
     tp = check_positive_int("tp", tp)
     if not isinstance(sequence_parallel, bool):
         raise InvalidValueError("sequence_parallel", sequence_parallel, "must be True or False")
-    if spec.n_heads % tp:
-        divisors = ", ".join(str(k) for k in range(1, spec.n_heads + 1) if spec.n_heads % k == 0)
-        raise InvalidValueError("tp", tp, f"must divide n_heads={spec.n_heads} (allowed: {divisors})")
+    if tp > 1:
+        from .parallel import kv_heads_per_gpu  # parallel builds on this module
+
+        kv_heads_per_gpu(spec, tp)  # tp must divide the heads and divide (or be a multiple of) the KV heads
     values = spec.symbols()
     values.update(s=seq, b=batch)
     if style == "megatron":
@@ -332,11 +336,32 @@ def activation_bytes(model: ModelSpec | str, seq: int, batch: int = 1, dtype: st
     return F.to_int_bytes(F.evaluate(expr, **values))
 
 
+def recompute_note(model: ModelSpec | str, seq: int, batch: int = 1, dtype: str = "bf16", attention: str = "sdpa",
+                   recompute: str = "none", style: str = "hf", tp: int = 1, sequence_parallel: bool = False) -> str | None:
+    """A one-line note when ``recompute`` keeps *more* activation bytes (scope "model") than a lighter level
+    (none < selective < full), else None. The one case the expressions produce: a fused q|k|v projection (Phi-3)
+    with eager attention and short sequences, where selective recomputation keeps the whole q|k|v output that v is a
+    view of while eager attention copies v -- measured behaviour, not a modelling slip. Chapters 4, 10."""
+    recompute = check_choice("recompute", recompute, RECOMPUTE)
+    if recompute == "none":
+        return None
+    here = activation_bytes(model, seq, batch, dtype, attention, recompute, style, "model", tp, sequence_parallel)
+    for lighter in RECOMPUTE[:RECOMPUTE.index(recompute)]:
+        other = activation_bytes(model, seq, batch, dtype, attention, lighter, style, "model", tp, sequence_parallel)
+        if here > other:
+            spec = get_model(model)
+            why = (" (fused q|k|v: the checkpointed attention core keeps the whole projection output v is a view of, "
+                   "eager attention copies v)" if spec.fused_qkv and attention == "eager" else "")
+            return (f"recompute={recompute!r} keeps {here - other:,} bytes more activations than {lighter!r} at seq "
+                    f"{seq:,}{why}; {lighter!r} is the smaller choice here")
+    return None
+
+
 __all__ = [
     "ACTIVATION_STYLES", "ATTENTION", "HF_ATTN", "HF_CKPT_INPUT", "HF_LAYER", "HF_LAYER_SAVED_EAGER",
     "HF_LAYER_SAVED_FLASH", "HF_LAYER_SAVED_FULL", "HF_LAYER_SAVED_SDPA", "HF_LAYER_SAVED_SELECTIVE",
     "HF_LOSS_HEAD", "HF_MLP", "HF_MODEL", "HF_MODEL_PEAK_FULL", "HF_MODEL_PEAK_SELECTIVE", "HF_MODEL_SAVED_EAGER",
     "HF_MODEL_SAVED_FLASH", "HF_MODEL_SAVED_SDPA", "HF_NORM_IN", "HF_NORM_POST", "HF_ROPE_TABLES",
     "MEGATRON_LAYER", "MEGATRON_LAYER_FULL", "MEGATRON_LAYER_SELECTIVE", "MEGATRON_MODEL",
-    "MEGATRON_OUTSIDE_LAYERS", "RECOMPUTE", "SCOPES", "activation_bytes",
+    "MEGATRON_OUTSIDE_LAYERS", "RECOMPUTE", "SCOPES", "activation_bytes", "recompute_note",
 ]

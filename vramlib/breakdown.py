@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 from collections.abc import Iterator, Mapping
 
-from .errors import InvalidValueError
+from .errors import InvalidValueError, check_fraction
 from .units import gb, gib, parse_memory
 
 
@@ -20,6 +20,8 @@ class Breakdown(Mapping[str, int]):
     __slots__ = ("_parts", "title", "notes")
 
     def __init__(self, parts: Mapping[str, int], title: str = "", notes: tuple[str, ...] = ()):
+        if not isinstance(parts, Mapping):
+            raise InvalidValueError("Breakdown parts", type(parts).__name__, "must be a mapping of component -> bytes")
         clean: dict[str, int] = {}
         for k, v in parts.items():
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
@@ -54,10 +56,11 @@ class Breakdown(Mapping[str, int]):
         return parse_memory(gpu_or_bytes, field="memory")
 
     def fits(self, gpu_or_bytes, headroom: float = 0.0) -> bool:
-        """True when total <= capacity x (1 - headroom); ``headroom=0.1`` keeps 10% free."""
-        if not 0 <= headroom < 1:
-            raise InvalidValueError("headroom", headroom, "must be a fraction in [0, 1)")
-        return self.total <= self.capacity(gpu_or_bytes) * (1 - headroom)
+        """True when total <= capacity x (1 - headroom); ``headroom=0.1`` keeps 10% free (exact arithmetic)."""
+        from fractions import Fraction
+
+        headroom = check_fraction("headroom", headroom)
+        return self.total <= self.capacity(gpu_or_bytes) * (1 - Fraction(headroom))
 
     def free_bytes(self, gpu_or_bytes) -> int:
         """Capacity minus total (negative when it does not fit)."""

@@ -26,7 +26,7 @@ import sympy as sp
 from . import formulas as F
 from .activations import activation_bytes
 from .breakdown import Breakdown
-from .errors import InvalidValueError, check_positive_int
+from .errors import InvalidValueError, as_sequence, check_number, check_positive_int, public_api
 from .feasibility import largest_fitting, max_batch, max_tokens, min_gpus
 from .inference import DEFAULT_RESERVE, inference_memory, kv_bytes_per_token, weights_bytes
 from .models import ModelSpec, get_model
@@ -221,6 +221,7 @@ class Design:
         }
 
 
+@public_api
 def evaluate_design(spec: ModelSpec | str, gpu, context: int, lever: str = "base", setting: str = "",
                     weights: str = "bf16", kv_dtype: str = "bf16", train_seq: int = 4096, n_gpus: int = 8,
                     train_precision: str = "bf16", optimizer: str = "adamw", convention: str = "mixed-fp32-master",
@@ -272,6 +273,13 @@ def design_levers(base: ModelSpec | str, gpu, context: int, kv_heads=(), hiddens
     model's active parameters).
     """
     b = exact(base)
+    ints = lambda field, v: [check_positive_int(field, x) for x in as_sequence(  # noqa: E731
+        field, v, "(1, 4, 8)", allow_empty=True)]
+    kv_heads, hiddens = ints("kv_heads", kv_heads), ints("hiddens", hiddens)
+    experts = [check_positive_int("experts", e, allow_zero=True)  # 0 or 1: the dense model
+               for e in as_sequence("experts", experts, "(0, 8, 64)", allow_empty=True)]
+    ffn_ratios = [check_number("ffn_ratios", r, minimum=0, min_inclusive=False)
+                  for r in as_sequence("ffn_ratios", ffn_ratios, "(2, 2.6875, 4)", allow_empty=True)]
     out = [evaluate_design(b, gpu, context, "base", f"{b.n_layers} layers, h {b.hidden}", **options)]
     for kv in kv_heads:
         out.append(evaluate_design(gqa_shape(b, kv), gpu, context, "GQA", f"{kv} KV heads", **options))

@@ -10,7 +10,7 @@ from typing import Callable
 
 from . import formulas as F
 from .errors import InvalidValueError, check_positive_int
-from .inference import DEFAULT_RESERVE, inference_memory, weights_bytes
+from .inference import DEFAULT_RESERVE, inference_memory, kv_heads_per_gpu, weights_bytes, weights_detail_tp
 from .models import ModelSpec, get_model
 from .precision import get_precision, kv_bytes_per_element
 from .units import parse_memory
@@ -22,15 +22,23 @@ def _budget(memory) -> int:
     return Breakdown({}).capacity(memory)
 
 
-def largest_fitting(fits: Callable[[int], bool], lo: int = 1, hi: int | None = None, limit: int = 2**40) -> int:
-    """Largest n >= lo with fits(n) (fits must be monotone: true then false); 0 if fits(lo) is false."""
+def largest_fitting(fits: Callable[[int], bool], lo: int = 1, hi: int | None = None, limit: int = 2**64,
+                    field: str = "tokens") -> int:
+    """Largest n >= lo with fits(n) (fits must be monotone: true then false); 0 if fits(lo) is false.
+
+    The answer is exact: fits(answer) and not fits(answer + 1). When even ``limit`` fits, the question has no
+    useful answer (the memory is effectively unbounded for it): InvalidValueError naming ``field``, never a
+    capped number that looks like an answer."""
     if not fits(lo):
         return 0
     hi = hi or lo * 2
     while fits(hi):
         lo, hi = hi, hi * 2
         if hi > limit:
-            return limit
+            if fits(limit):
+                raise InvalidValueError(field, f"> {limit:,}", "more than this fits: the memory given is far beyond "
+                                        "what the question needs (check its unit)")
+            hi = limit
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
@@ -104,8 +112,15 @@ def min_gpus(sharded_bytes: int, memory: int | str, replicated_bytes: int | str 
 
 def max_tokens_tp(model: ModelSpec | str, memory: int | str, n_gpus: int, weights: str = "fp16",
                   kv_dtype: str = "fp16", reserve: int | str = DEFAULT_RESERVE) -> int:
-    """Longest context when weights and KV cache are split over ``n_gpus`` by tensor parallelism (chapter 7)."""
-    n_gpus = check_positive_int("n_gpus", n_gpus)
+    """Longest context when weights and KV cache are split over ``n_gpus`` by tensor parallelism (chapter 7).
+
+    Each GPU holds its shard of the weights (weights_detail_tp), the reserve, and the KV cache of its own KV heads
+    (KV_HEADS_PER_GPU: whole heads, replicated when ``n_gpus`` exceeds them): the single-GPU closed form
+    formulas.MAX_TOKENS_KV_ONLY evaluated per GPU."""
+    m = get_model(model)
+    kv_heads = kv_heads_per_gpu(m, n_gpus, field="n_gpus")
     cap, res = _budget(memory), parse_memory(reserve, field="reserve")
-    # each GPU holds W/n + KV/n + R: the single-GPU closed form with n x the memory and n x the reserve
-    return max_tokens(model, n_gpus * cap, weights, kv_dtype, 1, n_gpus * res)
+    w = sum(weights_detail_tp(m, weights, n_gpus, field="n_gpus").values())
+    t = F.evaluate(F.MAX_TOKENS_KV_ONLY, M=cap, R=res, W=w, B=1, L=m.n_layers, n_kv=kv_heads, d_head=m.head_dim,
+                   b_kv=kv_bytes_per_element(kv_dtype))
+    return max(0, int(t // 1))

@@ -7,14 +7,30 @@ from __future__ import annotations
 from fractions import Fraction
 from functools import lru_cache
 
+import sympy as sp
+
 from . import formulas as F
 from .breakdown import Breakdown
-from .errors import check_choice, check_positive_int
+from .errors import InvalidValueError, check_choice, check_positive_int, checked_call
 from .models import ModelSpec, get_model
 from .precision import get_precision, kv_bytes_per_element, tensor_bits
+from .symbols import S_shard, n_gpu, n_kv
 from .units import parse_memory
 
 ATTENTION = ("eager", "sdpa", "flash")
+
+# --- tensor parallelism: the one rule for how weights and KV heads split over GPUs -----------------------------
+TP_SHARD_BYTES = S_shard / n_gpu
+"""Bytes of a tensor split evenly over n GPUs by tensor parallelism, per GPU (weights; rounded up to a byte)."""
+
+KV_HEADS_PER_GPU = sp.ceiling(n_kv / n_gpu)
+"""KV heads each GPU keeps under tensor parallelism over n GPUs: n_kv / n when n < n_kv (n must divide n_kv), else
+one whole head -- the KV heads are replicated n / n_kv times, never split. vLLM's ``QKVParallelLinear``
+(vllm/model_executor/layers/linear.py): ``if tp_size >= total_num_kv_heads: num_kv_heads = 1;
+num_kv_head_replicas = divide(tp_size, total_num_kv_heads) else: num_kv_heads = divide(total_num_kv_heads,
+tp_size)``. Megatron-Core accepts only the first case (tp dividing ``num_query_groups``). :func:`kv_heads_per_gpu`
+checks the divisibility; parallel, serving and report evaluate this one expression in their own tp symbol."""
+
 DEFAULT_RESERVE = "0.5GB"
 """CUDA context and framework allocations; the source's 'other 0.5 GB' (chapter 1)."""
 
@@ -51,6 +67,55 @@ def _weights_detail_uncached(m: ModelSpec, p) -> dict[str, int]:
         return {"weights": total - unq, "unquantized tensors": unq}
     raw = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=n_q, b_q=p.bits.__floor__(), N_u=0, b_u=16))
     return {"weights": raw, "quantization constants": total - raw - unq, "unquantized tensors": unq}
+
+
+def allowed_tp(n_heads: int, n_kv_heads: int) -> list[int]:
+    """Tensor-parallel sizes for ``n_heads`` query heads and ``n_kv_heads`` KV heads: the divisors of n_heads that
+    divide n_kv_heads (KV heads split) or are multiples of it (KV heads replicated; KV_HEADS_PER_GPU)."""
+    return [k for k in range(1, n_heads + 1) if n_heads % k == 0 and (n_kv_heads % k == 0 or k % n_kv_heads == 0)]
+
+
+@checked_call
+def kv_heads_per_gpu(n_kv_heads, tp: int = 1, *, n_heads: int | None = None, field: str = "tp") -> int:
+    """KV heads one GPU holds under tensor parallelism over ``tp`` GPUs (KV_HEADS_PER_GPU): ``n_kv_heads // tp``
+    when tp < n_kv_heads, else 1 (whole heads replicated). ``n_kv_heads`` may be a model (name or ModelSpec),
+    which also supplies ``n_heads``. A ``tp`` that neither divides the KV heads nor is a multiple of them (or does
+    not divide the query heads, when known) is a one-line InvalidValueError naming ``field`` and the allowed sizes.
+    Chapters 6, 7, 12.
+
+    >>> kv_heads_per_gpu(8, 4), kv_heads_per_gpu(8, 16), kv_heads_per_gpu("llama-2-70b", 8)
+    (2, 1, 1)
+    """
+    if isinstance(n_kv_heads, ModelSpec) or (isinstance(n_kv_heads, str) and not n_kv_heads.strip().isdigit()):
+        spec = get_model(n_kv_heads)
+        if n_heads is not None and n_heads != spec.n_heads:
+            raise InvalidValueError("n_heads", n_heads, f"{spec.name} has n_heads={spec.n_heads}; omit n_heads")
+        n_kv, n_heads, who = spec.n_kv_heads, spec.n_heads, f"{spec.name}'s "
+    else:
+        n_kv, who = check_positive_int("n_kv_heads", n_kv_heads), ""
+    tp = check_positive_int(field, tp)
+    if n_heads is not None:
+        n_heads = check_positive_int("n_heads", n_heads)
+        if n_heads % n_kv:
+            raise InvalidValueError("n_kv_heads", n_kv, f"must divide n_heads={n_heads}")
+        ok = allowed_tp(n_heads, n_kv)
+        if tp not in ok:
+            raise InvalidValueError(field, tp, f"tensor parallelism does not split {who}{n_heads} "
+                                    f"attention heads / {n_kv} KV heads into whole heads (tp must divide the heads and "
+                                    f"divide the KV heads or be a multiple of them); allowed: {', '.join(map(str, ok))}")
+    elif (tp < n_kv and n_kv % tp) or (tp >= n_kv and tp % n_kv):
+        divs = [k for k in range(1, n_kv + 1) if n_kv % k == 0]
+        raise InvalidValueError(field, tp, f"must divide n_kv_heads={n_kv} ({', '.join(map(str, divs))}) or be a "
+                                           f"multiple of it ({n_kv}, {2 * n_kv}, {3 * n_kv} ...)")
+    return int(F.evaluate(KV_HEADS_PER_GPU, n_kv=n_kv, n=tp))
+
+
+def weights_detail_tp(model: ModelSpec | str, dtype: str = "fp16", tp: int = 1, field: str = "tp") -> dict[str, int]:
+    """:func:`weights_detail` of one GPU under tensor parallelism over ``tp`` GPUs (TP_SHARD_BYTES per part;
+    norms, and the K/V projections when tp exceeds the KV heads, are in fact replicated: a small underestimate)."""
+    m = get_model(model)
+    kv_heads_per_gpu(m, tp, field=field)
+    return {k: F.to_int_bytes(F.evaluate(TP_SHARD_BYTES, S=v, n=tp)) for k, v in weights_detail(m, dtype).items()}
 
 
 def weights_bytes(model: ModelSpec | str, dtype: str = "fp16") -> int:

@@ -271,9 +271,7 @@ _MAX_POS_DEFAULT = {"llama": 2048, "yi": 2048, "mistral": 131072, "mixtral": 131
 _MISSING = object()
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+from .errors import _short  # noqa: E402  (one way to shorten a value in a message)
 
 
 def _trim(value: Any) -> Any:
@@ -302,14 +300,18 @@ class _Reader:
                 kind = "positive" if minimum >= 1 else "non-negative"
                 raise self.error(k, f"must be a {kind} JSON integer (at most {_MAX_INT}), got {_short(v)}")
             found.append((k, int(v)))
-        if len({v for _, v in found}) > 1:
-            raise ConfigError("/".join(self.prefix + k for k, _ in found), "contradictory values "
-                              + ", ".join(f"{k}={v}" for k, v in found), source=self.src)
+        self.agree(found, str)
         if found:
             return found[0][1]
         if default is _MISSING:
             raise self.error(keys[0], "missing" + (f"; {why}" if why else ""))
         return default
+
+    def agree(self, found: list[tuple[str, Any]], show) -> None:
+        """Synonym keys (``n_embd``/``hidden_size``) must carry one value; else a one-line ConfigError."""
+        if len({v for _, v in found}) > 1:
+            raise ConfigError("/".join(self.prefix + k for k, _ in found), "contradictory values "
+                              + ", ".join(f"{k}={show(v)}" for k, v in found), source=self.src)
 
     def flag(self, *keys: str, default: bool) -> bool:
         """A JSON boolean under one of ``keys`` (synonyms must agree); ``default`` when every key is absent."""
@@ -323,9 +325,7 @@ class _Reader:
                         else "; null is refused (transformers 5 refuses it too)" if v is None else "")
                 raise self.error(k, f"must be a JSON boolean true or false, got {_short(v)}{hint}")
             found.append((k, bool(v)))
-        if len({v for _, v in found}) > 1:
-            raise ConfigError("/".join(self.prefix + k for k, _ in found), "contradictory values "
-                              + ", ".join(f"{k}={str(v).lower()}" for k, v in found), source=self.src)
+        self.agree(found, lambda v: str(v).lower())
         return found[0][1] if found else default
 
     def text(self, *keys: str, default: Any = _MISSING) -> Any:
@@ -338,9 +338,7 @@ class _Reader:
             if not isinstance(v, str):
                 raise self.error(k, f"must be a string, got {_short(v)}")
             found.append((k, v.strip().lower()))
-        if len({v for _, v in found}) > 1:
-            raise ConfigError("/".join(self.prefix + k for k, _ in found), "contradictory values "
-                              + ", ".join(f"{k}={v!r}" for k, v in found), source=self.src)
+        self.agree(found, repr)
         if found:
             return found[0][1]
         if default is _MISSING:

@@ -18,13 +18,18 @@ Conventions (a plan is always read with one of ``vramlib.training.CONVENTIONS``)
   4 bytes x the largest module's parameters (16-bit weights gathered + their 16-bit gradients). Stage 1
   gives 6 + 12/N_d bytes per parameter, Megatron-LM's distributed optimizer with bf16 parameters and fp32
   gradients. :func:`deepspeed_zero2_estimate` / :func:`deepspeed_zero3_estimate` are the estimators themselves,
-  CPU side and ``additional_buffer_factor`` included.
+  CPU side and ``additional_buffer_factor`` included. Stated exception: at N_d = 1 the estimator's ZeRO-2
+  (2 + 18 = 20 B/param) exceeds ZeRO-0/1 (18) -- ZeRO-2 - ZeRO-1 = (6/N_d - 4) Psi, positive only for N_d = 1 --
+  and ZeRO-3 adds its gather buffer; :func:`plan_memory` notes it. The convention is kept because it reproduces
+  DeepSpeed's printed estimates (chapters 3, 4).
 
 Layout conventions (Megatron-LM, Narayanan et al. 2021; Korthikanti et al. 2022):
 
 * Tensor parallel (``tp`` = t) splits q/k/v/o and the MLP projections, the vocabulary-parallel embedding and the
-  LM head by t; norms, biases and the MoE router are replicated. t must divide the attention heads and the
-  KV heads (Megatron-Core's rule).
+  LM head by t; norms, biases and the MoE router are replicated. t must divide the attention heads, and divide the
+  KV heads (each rank n_kv / t of them) or be a multiple of them (each rank one whole KV head, replicated
+  t / n_kv times: vLLM's ``QKVParallelLinear``; Megatron-Core accepts only the first). KV_HEADS_PER_RANK and
+  :func:`kv_heads_per_gpu` write that rule once.
 * Pipeline parallel (``pp`` = p) gives each stage a contiguous block of layers; the embedding (and learned
   positions) sit on the first stage, the final norm, the LM head and the loss on the last. With tied
   embeddings and p > 1 the last stage keeps its own copy of the embedding matrix as the head.
@@ -67,13 +72,15 @@ import sympy as sp
 from . import activations as A
 from . import formulas as F
 from .breakdown import Breakdown
-from .errors import InvalidValueError, UnknownNameError, check_choice, check_positive_int
-from .inference import DEFAULT_RESERVE, weights_detail
+from .errors import InvalidValueError, UnknownNameError, check_choice, check_keywords, check_number, \
+    check_positive_int, checked_call
+from . import inference as _tp_rule
+from .inference import DEFAULT_RESERVE, allowed_tp, kv_heads_per_gpu, weights_detail
 from .models import SOURCE_SHAPES, ModelSpec, get_model
 from .precision import get_precision
 from .symbols import E, P, V, b_g, b_m, b_o, b_w, beta_mlp, beta_norm, beta_o, beta_qkv, d, f, h, n_h, n_kv, \
     n_mlp, tied
-from .training import CONVENTIONS, METHODS, lora_params, optimizer_state_bytes
+from .training import CONVENTIONS, METHODS, lora_modules, lora_params, optimizer_state_bytes
 from .units import parse_memory
 
 # --- symbols of this module ---------------------------------------------------------------------
@@ -137,10 +144,27 @@ MODULE_PARAMS: dict[str, sp.Expr] = {
 the ZeRO-3 gather buffer. A layer's routed experts are one module (transformers >= 5 stores them as two 3-D
 parameters), their biases ignored. Chapters 3, 12."""
 
-LAYER_PARAMS_RANK_DENSE = ((F.ATTN_PARAMS + (n_mlp - E) * F.MLP_PARAMS) / t
+KV_HEADS_PER_RANK = _tp_rule.KV_HEADS_PER_GPU.subs(_tp_rule.n_gpu, t)
+"""KV heads one tensor-parallel rank holds: inference.KV_HEADS_PER_GPU (the one rule, vLLM's: n_kv / t, or one whole
+head replicated when t >= n_kv) in this module's t."""
+
+ATTN_PARAMS_RANK = F.ATTN_PARAMS.subs(n_kv, 0) / t + 2 * h * d * KV_HEADS_PER_RANK
+"""Q, K, V, O projection weights of one layer on one tensor-parallel rank: q and o split by t, k and v hold
+KV_HEADS_PER_RANK whole heads each."""
+
+MODULE_PARAMS_RANK: dict[str, sp.Expr] = {
+    **{k: e / t for k, e in MODULE_PARAMS.items() if k not in ("router", "experts")},
+    "k_proj": (h + beta_qkv) * KV_HEADS_PER_RANK * d, "v_proj": (h + beta_qkv) * KV_HEADS_PER_RANK * d,
+    "qkv_proj": (h + beta_qkv) * (n_h / t + 2 * KV_HEADS_PER_RANK) * d,
+    "experts": E * F.MLP_PARAMS / (t * N_e), "router": E * h,
+}
+"""MODULE_PARAMS on one tensor-parallel rank: split by t (the vocabulary-parallel embedding and head too), k and v
+with KV_HEADS_PER_RANK whole heads, routed experts over t x N_e, the router replicated."""
+
+LAYER_PARAMS_RANK_DENSE = (ATTN_PARAMS_RANK + (n_mlp - E) * F.MLP_PARAMS / t
                            + F.LAYER_GROUPS["norm"] + F.LAYER_GROUPS["bias"] + F.LAYER_GROUPS["router"])
-"""One layer on one tensor-parallel rank, without routed experts: attention and dense/shared MLP split by t; norms,
-biases and router replicated. Chapters 12."""
+"""One layer on one tensor-parallel rank, without routed experts: q, o and the dense/shared MLP split by t, k and
+v by KV_HEADS_PER_RANK; norms, biases and router replicated. Chapters 12."""
 
 LAYER_PARAMS_RANK_EXPERTS = E * F.MLP_PARAMS / (t * N_e)
 """One layer's routed experts on one rank: split over expert parallel N_e and tensor parallel t."""
@@ -221,8 +245,8 @@ class ParallelPlan:
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "ep", "micro_batch", "n_micro", "virtual_stages"):
             object.__setattr__(self, name, check_positive_int(name, getattr(self, name)))
-        if self.zero not in ZERO_STAGES or isinstance(self.zero, bool):
-            raise InvalidValueError("zero", self.zero, "ZeRO stage must be 0, 1, 2 or 3")
+        object.__setattr__(self, "zero", check_number("zero", self.zero, minimum=0, maximum=3, integer=True,
+                                                      allowed="ZeRO stage must be 0, 1, 2 or 3"))
         if not isinstance(self.sequence_parallel, bool):
             raise InvalidValueError("sequence_parallel", self.sequence_parallel, "must be True or False")
         object.__setattr__(self, "recompute", check_choice("recompute", self.recompute, A.RECOMPUTE))
@@ -290,6 +314,10 @@ class ParallelPlan:
         return replace(self, **changes)
 
 
+ParallelPlan.__init__ = checked_call(ParallelPlan.__init__)  # unknown fields (tpp=3) -> one line, close matches
+PLAN_FIELDS = tuple(x.name for x in fields(ParallelPlan))
+
+
 @dataclass(frozen=True)
 class PlanMemory:
     """Per-rank memory of every pipeline stage of a plan: ``stages[i]`` on the GPU, ``host[i]`` in CPU memory,
@@ -347,18 +375,30 @@ def _conv_bytes(convention: str, precision: str, zero: int) -> dict[str, Fractio
             "b_m": Fraction(conv.master), "gather": Fraction(conv.gather_buffer_per_param)}
 
 
+def _check_stage(stage, field: str = "zero") -> int:
+    return check_number(field, stage, minimum=0, maximum=3, integer=True, allowed="ZeRO stage must be 0, 1, 2 or 3")
+
+
+def _params_label(n: int) -> str:
+    return f"{n / 1e9:g}B" if n < 10**15 else f"{n:,}"
+
+
+@checked_call
 def zero_parts(n_params, dp: int = 1, stage: int = 0, convention: str = "mixed-fp32-master", precision: str = "bf16",
                optimizer_bytes_per_param=8) -> dict[str, Fraction]:
     """Exact model-state bytes (Fractions) of one rank holding ``n_params`` parameters, by component."""
-    if stage not in ZERO_STAGES or isinstance(stage, bool):
-        raise InvalidValueError("zero", stage, "ZeRO stage must be 0, 1, 2 or 3")
+    stage = _check_stage(stage)
     dp = check_positive_int("dp", dp)
+    n_params = check_number("n_params", n_params, minimum=0)
+    b_o = check_number("optimizer_bytes_per_param", optimizer_bytes_per_param, minimum=0,
+                       allowed="must be a number of bytes >= 0 (Adam: 8)")
     cb = _conv_bytes(convention, precision, stage)
     vals = dict(Psi=Fraction(n_params), N_d=dp, b_w=cb["b_w"], b_g=cb["b_g"], b_gh=cb["b_gh"], b_m=cb["b_m"],
-                b_o=Fraction(optimizer_bytes_per_param))
+                b_o=Fraction(b_o))
     return {name: _ev(expr, vals) for name, expr in ZERO_STATES[stage].items()}
 
 
+@checked_call
 def zero_model_states(n_params: int, dp: int = 1, stage: int = 0, convention: str = "mixed-fp32-master",
                       tp: int = 1, pp: int = 1, precision: str = "bf16", optimizer_bytes_per_param=8,
                       largest_layer_params: int = 0) -> Breakdown:
@@ -375,7 +415,7 @@ def zero_model_states(n_params: int, dp: int = 1, stage: int = 0, convention: st
     gather = _conv_bytes(convention, precision, stage)["gather"]
     if stage == 3 and gather and largest_layer_params:
         out["ZeRO-3 gather buffer"] = F.to_int_bytes(gather * Fraction(largest_layer_params, tp))
-    return Breakdown(out, title=f"{n_params / 1e9:g}B parameters, TP{tp} PP{pp} DP{dp}, ZeRO-{stage}, {convention}")
+    return Breakdown(out, title=f"{_params_label(n_params)} parameters, TP{tp} PP{pp} DP{dp}, ZeRO-{stage}, {convention}")
 
 
 def _values(spec: ModelSpec, **extra) -> dict:
@@ -392,6 +432,7 @@ def _ev(expr: sp.Expr, vals: dict) -> Fraction:
     return Fraction(F.evaluate(expr, **{k: vals[k] for k in names}))
 
 
+@checked_call
 def largest_module_params(model: ModelSpec | str, tp: int = 1, ep: int = 1, stage: str = "all") -> Fraction:
     """Parameters of the largest single module on one rank (DeepSpeed's ``model_to_params``: the most direct
     parameters of any ``nn.Module``), split by ``tp`` (and ``ep`` for the routed experts). ``stage``: "all"
@@ -399,19 +440,22 @@ def largest_module_params(model: ModelSpec | str, tp: int = 1, ep: int = 1, stag
     Chapters 3, 12."""
     spec = get_model(model)
     stage = check_choice("stage", stage, ("all", "first", "middle", "last", "single"))
+    tp, ep = check_positive_int("tp", tp), check_positive_int("ep", ep)
+    if tp > 1:
+        kv_heads_per_gpu(spec, tp)
     vals = _values(spec, t=tp, N_e=ep)
-    names = [x for x in spec.linear_modules() if x in MODULE_PARAMS]
+    names = [x for x in spec.linear_modules() if x in MODULE_PARAMS_RANK]
     cands = []
     for name in names:
         if name in ("gate_proj", "up_proj", "gate_up_proj", "down_proj") and spec.is_moe:
             continue
-        cands.append(_ev(MODULE_PARAMS[name], vals) / tp)
+        cands.append(_ev(MODULE_PARAMS_RANK[name], vals))
     if spec.is_moe:
-        cands.append(_ev(MODULE_PARAMS["experts"], vals) / (tp * ep))
-        cands.append(_ev(MODULE_PARAMS["router"], vals))
+        cands.append(_ev(MODULE_PARAMS_RANK["experts"], vals))
+        cands.append(_ev(MODULE_PARAMS_RANK["router"], vals))
         if spec.n_shared_experts:
             cands.append(_ev(F.MLP_PARAMS, vals) * spec.n_shared_experts / tp)
-    emb = _ev(MODULE_PARAMS["embed_tokens"], vals) / tp
+    emb = _ev(MODULE_PARAMS_RANK["embed_tokens"], vals)
     if stage in ("all", "first", "single"):
         cands.append(emb)
     if stage in ("all", "last") or (stage == "single" and not spec.tied_embeddings):
@@ -424,11 +468,17 @@ def _scale(spec: ModelSpec) -> Fraction:
     return Fraction(spec.nominal_params, spec.n_params) if spec.nominal_params is not None else Fraction(1)
 
 
+@checked_call
 def stage_params(model: ModelSpec | str, tp: int = 1, pp: int = 1, ep: int = 1, stage_layers: tuple[int, ...] | None = None,
                  moe_layers=None) -> list[tuple[Fraction, Fraction]]:
     """(non-expert, expert) parameters of one rank of each pipeline stage (exact; nominal shapes scaled to their
     nominal size). Chapters 11, 12."""
     spec = get_model(model)
+    tp, ep = check_positive_int("tp", tp), check_positive_int("ep", ep)
+    if tp > 1:
+        kv_heads_per_gpu(spec, tp)
+    if ep > 1 and (not spec.is_moe or spec.n_experts % ep):
+        raise InvalidValueError("ep", ep, f"must divide the experts of a MoE model ({spec.name}: {spec.n_experts})")
     layers = _stage_layers(spec, pp, stage_layers)
     moe = _moe_flags(spec, moe_layers)
     vals = _values(spec, t=tp, N_e=ep, z_one=int(pp == 1))
@@ -453,6 +503,8 @@ def _moe_flags(spec: ModelSpec, moe_layers) -> list[bool]:
         return [spec.is_moe] * spec.n_layers
     if not spec.is_moe:
         raise InvalidValueError("moe_layers", moe_layers, f"{spec.name} is dense (no experts)")
+    if not isinstance(moe_layers, (list, tuple, range, set, frozenset)):
+        raise InvalidValueError("moe_layers", moe_layers, "give the indices of the MoE layers, e.g. range(0, 32, 2)")
     idx = set()
     for x in moe_layers:
         if not isinstance(x, int) or isinstance(x, bool) or not 0 <= x < spec.n_layers:
@@ -461,8 +513,10 @@ def _moe_flags(spec: ModelSpec, moe_layers) -> list[bool]:
     return [k in idx for k in range(spec.n_layers)]
 
 
+@checked_call
 def even_split(n_layers: int, pp: int) -> tuple[int, ...]:
     """Layers per stage of the even split: the first n_layers mod pp stages get one more."""
+    n_layers, pp = check_positive_int("n_layers", n_layers), check_positive_int("pp", pp)
     q, r = divmod(n_layers, pp)
     return tuple(q + (1 if k < r else 0) for k in range(pp))
 
@@ -473,24 +527,30 @@ def _stage_layers(spec: ModelSpec, pp: int, stage_layers) -> tuple[int, ...]:
         raise InvalidValueError("pp", pp, f"at most one stage per layer: pp <= {spec.n_layers}")
     if stage_layers is None:
         return even_split(spec.n_layers, pp)
+    if not isinstance(stage_layers, (list, tuple)):
+        raise InvalidValueError("stage_layers", stage_layers, f"give {pp} layer counts summing to {spec.n_layers}, "
+                                                              "e.g. (8, 8)")
     layers = tuple(check_positive_int("stage_layers", x, allow_zero=True) for x in stage_layers)
     if len(layers) != pp or sum(layers) != spec.n_layers:
         raise InvalidValueError("stage_layers", stage_layers, f"give {pp} layer counts summing to {spec.n_layers}")
     return layers
 
 
+@checked_call
 def in_flight(pp: int, stage: int, n_micro: int, schedule: str = "1f1b", virtual_stages: int = 1) -> Fraction:
     """Micro-batches whose activations stage ``stage`` (0-based) holds at its peak (IN_FLIGHT). Chapter 11."""
+    pp, n_micro = check_positive_int("pp", pp), check_positive_int("n_micro", n_micro)
+    virtual_stages = check_positive_int("virtual_stages", virtual_stages)
+    stage = check_number("stage", stage, minimum=0, maximum=pp - 1, integer=True,
+                         allowed=f"stages are 0..{pp - 1} (0 = the first)")
+    schedule = check_choice("schedule", schedule, SCHEDULES)
     key = "gpipe" if schedule == "gpipe" else ("interleaved" if virtual_stages > 1 else "1f1b")
     return _ev(IN_FLIGHT[key], dict(p=Fraction(pp), i=Fraction(stage), m=Fraction(n_micro), v=Fraction(virtual_stages)))
 
 
 def check_layout(spec: ModelSpec, plan: ParallelPlan) -> None:
     """Raise InvalidValueError when the model cannot be laid out this way (heads, layers, experts)."""
-    if spec.n_heads % plan.tp or spec.n_kv_heads % plan.tp:
-        ok = [k for k in range(1, spec.n_kv_heads + 1) if spec.n_heads % k == 0 and spec.n_kv_heads % k == 0]
-        raise InvalidValueError("tp", plan.tp, f"must divide n_heads={spec.n_heads} and n_kv_heads={spec.n_kv_heads} "
-                                               f"(allowed: {', '.join(map(str, ok))})")
+    kv_heads_per_gpu(spec, plan.tp)
     if plan.pp > spec.n_layers:
         raise InvalidValueError("pp", plan.pp, f"at most one stage per layer: pp <= {spec.n_layers}")
     if plan.virtual_stages > 1 and spec.n_layers % (plan.pp * plan.virtual_stages):
@@ -542,6 +602,23 @@ def _stage_activations(spec: ModelSpec, plan: ParallelPlan, seq: int, layers: tu
 
 
 # --- the main function -------------------------------------------------------------------------------------
+def _plan_notes(spec: ModelSpec, plan: ParallelPlan, seq: int, style: str, prec: str, attention: str,
+                convention: str, method: str) -> list[str]:
+    """The named exceptions of a plan known before its stages: replicated KV heads, recomputation that costs (a
+    ZeRO stage holding more model states than a lower one is noted per stage in :func:`plan_memory`)."""
+    out = []
+    if plan.tp > spec.n_kv_heads:
+        out.append(f"tp={plan.tp} > n_kv_heads={spec.n_kv_heads}: each rank keeps {kv_heads_per_gpu(spec, plan.tp)} "
+                   f"whole KV head, replicated {plan.tp // spec.n_kv_heads}x (vLLM's QKVParallelLinear rule); "
+                   "Megatron-Core refuses tp not dividing num_query_groups")
+    if style == "hf" and plan.recompute != "none":
+        note = A.recompute_note(spec, seq, plan.micro_batch, prec, attention, plan.recompute, "hf")
+        if note:
+            out.append(note)
+    return out
+
+
+@checked_call
 def plan_memory(model: ModelSpec | str, plan: ParallelPlan | None = None, seq: int = 2048, *, method: str = "full",
                 precision: str = "bf16", optimizer: str = "adamw", convention: str = "mixed-fp32-master",
                 activation_style: str = "auto", attention: str = "sdpa", lora_rank: int = 16,
@@ -555,16 +632,30 @@ def plan_memory(model: ModelSpec | str, plan: ParallelPlan | None = None, seq: i
     else "megatron" (Korthikanti et al. 2022, with TP/SP/PP). ``method``: full | lora | qlora (lora and qlora:
     tp = pp = 1, the frozen base sharded over dp only under ZeRO-3). ``gather_buffer``: None = the convention's
     (deepspeed: 4 B x largest module on the rank), True = 4 B, False = none. ``stage_layers``: layers per stage
-    (default: the even split), e.g. from :func:`vramlib.planning.balance_pipeline`.
+    (default: the even split), e.g. from :func:`vramlib.planning.balance_pipeline`. Unknown keywords raise with
+    close matches among the plan fields and these arguments.
+
+    Named exceptions (each one a line of the result's ``notes``): tp > n_kv_heads keeps one whole KV head per rank
+    (KV_HEADS_PER_RANK, vLLM's rule; Megatron-Core refuses it); at dp = 1 the deepspeed convention's ZeRO-2
+    (DeepSpeed's estimator counts a 16-bit gradient partition beside the fp32 one, 2 + 18/N_d B/param against
+    ZeRO-1's 6 + 12/N_d) and ZeRO-3 (the gather buffer) need more than ZeRO-0/1 -- for N_d >= 2 the model states
+    never grow with the stage; a recomputation level that keeps more than a lighter one (fused q|k|v with eager
+    attention, :func:`vramlib.activations.recompute_note`). Not a monotone quantity by design: the communication
+    buckets (DDP's gradient copy at ZeRO-0, DeepSpeed's fixed 5e8-element buffers at ZeRO 1-3).
     """
+    check_keywords("plan_memory", plan_fields, PLAN_FIELDS + _PLAN_MEMORY_ARGS)
     spec = get_model(model)
+    if plan is not None and not isinstance(plan, ParallelPlan):
+        raise InvalidValueError("plan", plan, "give a ParallelPlan or plan fields as keywords")
     if plan is None:
         plan = ParallelPlan(**plan_fields)
     elif plan_fields:
         plan = plan.with_(**plan_fields)
-    if not isinstance(plan, ParallelPlan):
-        raise InvalidValueError("plan", plan, "give a ParallelPlan or plan fields as keywords")
     seq = check_positive_int("seq", seq)
+    if not isinstance(overlap_comm, bool):
+        raise InvalidValueError("overlap_comm", overlap_comm, "must be True or False")
+    if gather_buffer is not None and not isinstance(gather_buffer, bool):
+        raise InvalidValueError("gather_buffer", gather_buffer, "must be None (the convention's), True or False")
     method = check_choice("method", method, METHODS)
     check_layout(spec, plan)
     style = _activation_style(spec, plan, activation_style)
@@ -572,6 +663,11 @@ def plan_memory(model: ModelSpec | str, plan: ParallelPlan | None = None, seq: i
     if method != "full" and (plan.tp > 1 or plan.pp > 1):
         raise InvalidValueError("method", method, "LoRA/QLoRA plans are modelled with tp=1 and pp=1 (data parallel + ZeRO)")
     layers = _stage_layers(spec, plan.pp, stage_layers)
+    if method == "full":   # the LoRA options are unused: still refuse garbage rather than ignore it
+        lora_modules(spec, lora_targets)
+        check_positive_int("lora_rank", lora_rank)
+    if base_weights is not None:
+        get_precision(base_weights, field="base_weights")
     cb = _conv_bytes(convention, precision, plan.zero)
     prec = get_precision(precision, field="precision").name
     acts = _stage_activations(spec, plan, seq, layers, style, prec, attention)
@@ -583,6 +679,7 @@ def plan_memory(model: ModelSpec | str, plan: ParallelPlan | None = None, seq: i
 
     gpu_stages, host_stages, nvme_stages = [], [], []
     notes = [f"activations: {style} accounting" + (f", seq {seq:,} x micro-batch {plan.micro_batch}")]
+    notes += _plan_notes(spec, plan, seq, style, prec, attention, convention, method)
     if method == "full":
         per_stage = stage_params(spec, plan.tp, plan.pp, plan.ep, layers, moe_layers)
         b_o = Fraction(optimizer_state_bytes(spec, optimizer), spec.weight_params)
@@ -592,6 +689,7 @@ def plan_memory(model: ModelSpec | str, plan: ParallelPlan | None = None, seq: i
         n_t = lora_params(spec, lora_rank, lora_targets)
         per_stage = [(Fraction(n_t), Fraction(0))]
         b_o = Fraction(optimizer_state_bytes(spec, optimizer, lora_rank=lora_rank, lora_targets=lora_targets), n_t)
+    zero_note: list[str] = []
     for i, (dense, expert) in enumerate(per_stage):
         parts = states(dense, plan.dp, b_o)
         if expert:
@@ -627,6 +725,28 @@ def plan_memory(model: ModelSpec | str, plan: ParallelPlan | None = None, seq: i
         if plan.zero == 3 and g_per and method == "full":
             pos = "single" if plan.pp == 1 else ("first" if i == 0 else ("last" if i == plan.pp - 1 else "middle"))
             gpu["ZeRO-3 gather buffer"] = g_per * largest_module_params(spec, plan.tp, plan.ep, pos) * _scale(spec)
+        stage_notes = list(notes)
+        if plan.zero and plan.offload_optimizer == plan.offload_params == "none":
+            here = sum(parts.values(), Fraction(0)) + gpu.get("ZeRO-3 gather buffer", Fraction(0))
+            for k in range(plan.zero):                   # a lower stage with fewer model-state bytes: say so
+                ck = _conv_bytes(convention, precision, k)
+                low = Fraction(0)
+                for n_, dp_ in ((dense, plan.dp), (expert, plan.dp // plan.ep)):
+                    vals = dict(Psi=n_, N_d=Fraction(dp_), b_o=b_o, **{x: ck[x] for x in ("b_w", "b_g", "b_gh", "b_m")})
+                    low += sum((_ev(e, vals) for e in ZERO_STATES[k].values()), Fraction(0))
+                if method != "full" and plan.zero == 3:      # the frozen base is sharded only under ZeRO-3
+                    low += sum((Fraction(v_) for v_ in base_parts.values()), Fraction(0)) * (1 - Fraction(1, plan.dp))
+                if here > low:
+                    why = ("the deepspeed convention's ZeRO-2 keeps DeepSpeed's 16-bit gradient partition beside the "
+                           "fp32 one (2 + 18/N_d B/param), which only pays off from dp=2" if plan.zero == 2 and
+                           cb["b_gh"] else
+                           "the ZeRO-3 gather buffer (4 B x the largest module) outweighs what sharding saves"
+                           if "ZeRO-3 gather buffer" in gpu else "ZeRO shards nothing at dp=1")
+                    stage_notes.append(f"stage {i}: ZeRO-{plan.zero} keeps {F.to_int_bytes(here - low):,} bytes more "
+                                       f"model states than ZeRO-{k} at dp={plan.dp}: {why}")
+                    if not zero_note:
+                        zero_note.append(stage_notes[-1])
+                    break
         grad_gpu = sum((val for k, val in gpu.items() if "gradients" in k), Fraction(0))
         grad_all = sum((val for k, val in parts.items() if "gradients" in k), Fraction(0))
         rule, bucket = _buckets(buckets, plan.zero, plan.tp, plan.pp, grad_gpu or grad_all, overlap_comm)
@@ -636,11 +756,17 @@ def plan_memory(model: ModelSpec | str, plan: ParallelPlan | None = None, seq: i
         gpu["reserve (CUDA context, framework)"] = Fraction(res)
         gpu_stages.append(Breakdown({k: F.to_int_bytes(x) for k, x in gpu.items()},
                                     title=f"{spec.name}: {plan.label()}, stage {i} of {plan.pp} ({layers[i]} layers), "
-                                          f"{method}, {convention}", notes=tuple(notes)))
+                                          f"{method}, {convention}", notes=tuple(stage_notes)))
         host_stages.append(Breakdown({k: F.to_int_bytes(x) for k, x in host.items()},
                                      title=f"{spec.name}: host memory per rank, stage {i}"))
         nvme_stages.append(F.to_int_bytes(nvme))
-    return PlanMemory(spec.name, plan, layers, tuple(gpu_stages), tuple(host_stages), tuple(nvme_stages), tuple(notes))
+    return PlanMemory(spec.name, plan, layers, tuple(gpu_stages), tuple(host_stages), tuple(nvme_stages),
+                      tuple(notes + zero_note))
+
+
+_PLAN_MEMORY_ARGS = ("model", "plan", "seq", "method", "precision", "optimizer", "convention", "activation_style",
+                     "attention", "lora_rank", "lora_targets", "base_weights", "buckets", "overlap_comm",
+                     "gather_buffer", "reserve", "stage_layers", "moe_layers")
 
 
 # --- DeepSpeed's estimators (deepspeed/runtime/zero/stage_1_and_2.py, stage3.py) ----------------------------
@@ -700,11 +826,9 @@ def _ds_inputs(total_params, num_gpus_per_node, num_nodes, additional_buffer_fac
     n = check_positive_int("total_params", total_params)
     g = check_positive_int("num_gpus_per_node", num_gpus_per_node)
     nn = check_positive_int("num_nodes", num_nodes)
-    if isinstance(additional_buffer_factor, bool) or not isinstance(additional_buffer_factor, (int, float, Fraction)) \
-            or additional_buffer_factor <= 0:
-        raise InvalidValueError("additional_buffer_factor", additional_buffer_factor,
-                                "must be a positive number (DeepSpeed: 1.5)")
-    return dict(N=n, n_g=g, n_n=nn, f_b=Fraction(additional_buffer_factor))
+    f_b = check_number("additional_buffer_factor", additional_buffer_factor, minimum=0, min_inclusive=False,
+                       allowed="must be a positive number (DeepSpeed: 1.5)")
+    return dict(N=n, n_g=g, n_n=nn, f_b=Fraction(f_b))
 
 
 def _model_total_and_largest(total_params, largest_layer_params):
@@ -715,6 +839,7 @@ def _model_total_and_largest(total_params, largest_layer_params):
     return total_params, largest_layer_params
 
 
+@checked_call
 def deepspeed_zero2_estimate(total_params, num_gpus_per_node: int = 1, num_nodes: int = 1, cpu_offload: bool = True,
                              additional_buffer_factor=1.5, version: str = "current") -> DeepSpeedEstimate:
     """DeepSpeed's ``estimate_zero2_model_states_mem_needs`` (same arguments and defaults; ``total_params`` may be a
@@ -729,6 +854,7 @@ def deepspeed_zero2_estimate(total_params, num_gpus_per_node: int = 1, num_nodes
     return DeepSpeedEstimate(2, cpu, gpu, f"offload_optimizer={'cpu' if cpu_offload else 'none'}")
 
 
+@checked_call
 def deepspeed_zero3_estimate(total_params, largest_layer_params: int | None = None, num_gpus_per_node: int = 1,
                              num_nodes: int = 1, cpu_offload: bool = True, cpu_offload_params: bool = True,
                              zero_init: bool = True, additional_buffer_factor=1.5) -> DeepSpeedEstimate:
@@ -746,6 +872,7 @@ def deepspeed_zero3_estimate(total_params, largest_layer_params: int | None = No
     return DeepSpeedEstimate(3, cpu, gpu, opts, 4 * vals["N_L"])
 
 
+@checked_call
 def deepspeed_estimate_table(total_params, largest_layer_params: int | None = None, num_gpus_per_node: int = 1,
                              num_nodes: int = 1, additional_buffer_factor=1.5, stage: int = 3) -> list[DeepSpeedEstimate]:
     """All rows DeepSpeed's ``estimate_zero{2,3}_model_states_mem_needs_all_cold`` prints, in its order."""
@@ -771,7 +898,7 @@ SOURCE_175B = SOURCE_SHAPES["source-175b"]
 
 __all__ = [
     "BUCKETS", "DEEPSPEED_ZERO2", "DEEPSPEED_ZERO2_PRE_5099", "DEEPSPEED_ZERO3", "DeepSpeedEstimate", "IN_FLIGHT",
-    "LAYER_PARAMS_RANK_DENSE", "LAYER_PARAMS_RANK_EXPERTS", "MEGATRON_EMBED_ACT", "MEGATRON_HEAD_ACT", "MODULE_PARAMS",
+    "ATTN_PARAMS_RANK", "KV_HEADS_PER_RANK", "MODULE_PARAMS_RANK", "allowed_tp", "kv_heads_per_gpu", "LAYER_PARAMS_RANK_DENSE", "LAYER_PARAMS_RANK_EXPERTS", "MEGATRON_EMBED_ACT", "MEGATRON_HEAD_ACT", "MODULE_PARAMS",
     "ParallelPlan", "PlanMemory", "SOURCE_175B", "STAGE_ACTIVATIONS", "STAGE_PARAMS", "ZERO_MODEL_STATES",
     "ZERO_PAPER", "ZERO_PARTS", "ZERO_STATES", "check_layout", "deepspeed_estimate_table", "deepspeed_zero2_estimate",
     "deepspeed_zero3_estimate", "even_split", "in_flight", "largest_module_params", "plan_memory", "stage_params",

@@ -5,7 +5,8 @@ inverse questions (the largest model a cluster trains, the fewest GPUs a model n
   dynamic programming over the boundaries; ties broken towards the smallest spread), against the even split,
   with the source's criterion as a verdict: every peak under 90% of the card and a spread (max - min) / max
   under 10% ("balanced") or 20% ("acceptable").
-* :func:`search_plans` enumerates TP (within a node, dividing the heads and the KV heads) x PP (dividing the
+* :func:`search_plans` enumerates TP (within a node, dividing the heads; dividing the KV heads or a multiple of them)
+  x PP (dividing the
   rest, at most one stage per layer) x DP, ZeRO stage, recompute level, micro-batch size (and so the number of
   micro-batches for the global batch), keeps the plans whose fullest GPU fits under the safety margin and ranks
   them by the throughput model below. Vectorised: the memory and time expressions are the sympy expressions of
@@ -48,9 +49,11 @@ from functools import lru_cache
 import sympy as sp
 
 from . import activations as A
+from . import formulas as F
 from . import parallel as PL
 from .breakdown import Breakdown
-from .errors import InvalidValueError, UnknownNameError, check_choice, check_positive_int
+from .errors import InvalidValueError, UnknownNameError, as_sequence, check_choice, check_fraction, check_number, \
+    check_positive_int, checked_call
 from .feasibility import largest_fitting, min_gpus
 from .hardware import GPU, get_gpu
 from .inference import DEFAULT_RESERVE
@@ -103,7 +106,7 @@ INTER_NODE_GB_S: dict[str, float] = {
 @lru_cache(maxsize=None)
 def _np_fn(expr: sp.Expr):
     args = tuple(sorted(expr.free_symbols, key=lambda x: x.name))
-    return tuple(a.name for a in args), sp.lambdify(args, expr, modules="numpy")
+    return tuple(a.name for a in args), F.lambdify(args, expr, modules="numpy")  # counted
 
 
 def npeval(expr: sp.Expr, **values):
@@ -161,9 +164,49 @@ def spread(totals: Sequence[int]) -> Fraction:
     return Fraction(hi - min(totals), hi) if hi else Fraction(0)
 
 
+def _share(field: str, value, allow_zero: bool = False):
+    return check_number(field, value, minimum=0, maximum=1, min_inclusive=allow_zero,
+                        allowed=f"must be a fraction in {'[' if allow_zero else '('}0, 1], e.g. 0.9 for 90%")
+
+
+def _bool(field: str, value) -> bool:
+    import numpy as np
+
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidValueError(field, value, "must be True or False")
+    return bool(value)
+
+
+FLOAT_SAFE_MAX = 2**40
+"""Largest sequence length, batch or GPU count the float64 paths (the plan search, the pipeline balancer) take:
+bytes stay far inside float range and exact to the byte where the search compares them."""
+
+
+def _bounded(field: str, value) -> int:
+    return check_number(field, value, minimum=1, maximum=FLOAT_SAFE_MAX, integer=True,
+                        allowed=f"must be a positive integer <= 2^40 (the float64 search's range)")
+
+
+def _is_int(x) -> bool:
+    import numbers
+
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def _pos_ints(field: str, value, allow_none: bool = False) -> list[int] | None:
+    """A sequence of positive integers (an int alone counts as one), or None when allowed; one-line errors."""
+    if value is None and allow_none:
+        return None
+    vals = as_sequence(field, value, "(1, 2, 4)", _is_int)
+    return [check_number(field, x, minimum=1, maximum=FLOAT_SAFE_MAX, integer=True,
+                         allowed="must be positive integers (at most 2^40), e.g. (1, 2, 4)") for x in vals]
+
+
 def balance_verdict(totals: Sequence[int], capacity: int | None = None, peak_share: float = 0.9,
                     good_spread: float = 0.10, ok_spread: float = 0.20) -> str:
     """The source's criterion: peaks under ``peak_share`` of the card, spread under 10% (balanced) / 20%."""
+    peak_share = _share("peak_share", peak_share)
+    good_spread, ok_spread = _share("good_spread", good_spread), _share("ok_spread", ok_spread)
     sp_ = spread(totals)
     hi = max(totals)
     parts = []
@@ -182,8 +225,7 @@ def balance_verdict(totals: Sequence[int], capacity: int | None = None, peak_sha
 def peak_limit(gpu: GPU | str | int, peak_share: float = 0.9) -> int:
     """The source's ceiling for a stage's peak: ``peak_share`` (90%) of the card's memory, in bytes (rounded down),
     the same threshold :func:`balance_verdict` applies. Chapters 11, 12."""
-    if isinstance(peak_share, bool) or not isinstance(peak_share, (int, float, Fraction)) or not 0 < peak_share <= 1:
-        raise InvalidValueError("peak_share", peak_share, "must be a fraction in (0, 1]")
+    peak_share = _share("peak_share", peak_share)
     return int(_capacity(gpu) * Fraction(peak_share).limit_denominator())
 
 
@@ -206,6 +248,7 @@ def _layer_costs(spec: ModelSpec, plan: ParallelPlan, seq: int, convention: str,
     return states, act
 
 
+@checked_call
 def balance_pipeline(model: ModelSpec | str, plan: ParallelPlan | None = None, seq: int = 2048, *,
                      gpu: GPU | str | int | None = None, convention: str = "mixed-fp32-master", precision: str = "bf16",
                      optimizer: str = "adamw", moe_layers=None, peak_share: float = 0.9, **kwargs) -> PipelineBalance:
@@ -220,6 +263,10 @@ def balance_pipeline(model: ModelSpec | str, plan: ParallelPlan | None = None, s
     import numpy as np  # imported here: `import vramlib` stays fast
 
     spec = get_model(model)
+    if plan is not None and not isinstance(plan, ParallelPlan):
+        raise InvalidValueError("plan", plan, "give a ParallelPlan or plan fields as keywords (pp=4, ...)")
+    peak_share = _share("peak_share", peak_share)
+    seq = _bounded("seq", seq)
     plan_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in ParallelPlan.__dataclass_fields__}
     plan = (plan or ParallelPlan()).with_(**plan_kw) if plan_kw else (plan or ParallelPlan())
     PL.check_layout(spec, plan)
@@ -283,12 +330,15 @@ def balance_pipeline(model: ModelSpec | str, plan: ParallelPlan | None = None, s
                            balance_verdict([x.total for x in even.stages], cap, peak_share))
 
 
-def _capacity(gpu) -> int:
+def _capacity(gpu, field: str = "gpu") -> int:
     if isinstance(gpu, GPU):
         return gpu.memory_bytes
-    if isinstance(gpu, str) and not gpu[:1].isdigit():
+    if isinstance(gpu, str) and not gpu.strip()[:1].isdigit():
         return get_gpu(gpu).memory_bytes
-    return parse_memory(gpu, field="memory")
+    cap = parse_memory(gpu, field=field)
+    if cap <= 0:
+        raise InvalidValueError(field, gpu, "give a GPU, a catalogue name or a memory of more than 0 bytes")
+    return cap
 
 
 # --- plan search -----------------------------------------------------------------------------------------
@@ -341,10 +391,7 @@ class PlanSearch:
                               "TP comm (s)": ".2f", "DP comm (s)": ".2f", "MFU": ".1%"})
 
 
-def _divisors(n: int) -> list[int]:
-    return [k for k in range(1, n + 1) if n % k == 0]
-
-
+@checked_call
 def search_plans(model: ModelSpec | str, gpu: GPU | str, n_gpus: int, seq: int = 2048, global_batch: int = 1024, *,
                  convention: str = "mixed-fp32-master", precision: str = "bf16", optimizer: str = "adamw",
                  zero_stages: Sequence[int] = (0, 1, 2, 3), recompute: Sequence[str] = A.RECOMPUTE,
@@ -355,8 +402,10 @@ def search_plans(model: ModelSpec | str, gpu: GPU | str, n_gpus: int, seq: int =
                  top: int = 10) -> PlanSearch:
     """Every TP x PP x DP x ZeRO x recompute x micro-batch plan of ``n_gpus`` cards for ``global_batch``
     sequences of ``seq`` tokens; those whose fullest GPU fits under ``(1 - headroom)`` of the card, ranked by
-    tokens/s (module doc). TP stays within a node and divides the heads and KV heads; sequence parallelism is on
-    whenever TP > 1 (same traffic, less memory). Megatron activation accounting. Chapter 12.
+    tokens/s (module doc). TP stays within a node, divides the heads and divides or is a multiple of the KV heads
+    (:func:`vramlib.parallel.allowed_tp`); explicit ``tp`` / ``pp`` / ``ep`` values the model cannot use raise (an
+    int alone is one value). Sequence parallelism is on whenever TP > 1 (same traffic, less memory). Megatron
+    activation accounting. Chapter 12.
 
     The enumeration is vectorised (numpy, float64); the ``top`` plans are then recomputed exactly with
     :func:`vramlib.parallel.plan_memory` (``peak_bytes``).
@@ -366,22 +415,39 @@ def search_plans(model: ModelSpec | str, gpu: GPU | str, n_gpus: int, seq: int =
     t0 = time.perf_counter()
     spec = get_model(model)
     card = gpu if isinstance(gpu, GPU) else get_gpu(gpu)
-    n_gpus = check_positive_int("n_gpus", n_gpus)
-    seq = check_positive_int("seq", seq)
-    global_batch = check_positive_int("global_batch", global_batch)
-    gpus_per_node = check_positive_int("gpus_per_node", gpus_per_node)
-    if not 0 <= headroom < 1:
-        raise InvalidValueError("headroom", headroom, "must be a fraction in [0, 1)")
-    if not 0 < mfu <= 1:
-        raise InvalidValueError("mfu", mfu, "must be in (0, 1]")
-    if not zero_stages or any(z not in PL.ZERO_STAGES or isinstance(z, bool) for z in zero_stages):
+    n_gpus = _bounded("n_gpus", n_gpus)
+    seq = _bounded("seq", seq)
+    global_batch = _bounded("global_batch", global_batch)
+    gpus_per_node = _bounded("gpus_per_node", gpus_per_node)
+    headroom = check_fraction("headroom", headroom)
+    mfu = check_number("mfu", mfu, minimum=0, maximum=1, min_inclusive=False, allowed="must be a fraction in (0, 1]")
+    top = check_positive_int("top", top)
+    zs = as_sequence("zero_stages", zero_stages, "(0, 1, 2, 3)", _is_int)
+    if any(not _is_int(z) or z not in PL.ZERO_STAGES for z in zs):
         raise InvalidValueError("zero_stages", zero_stages, "give ZeRO stages from 0, 1, 2, 3")
-    zero_stages = list(zero_stages)
-    recompute = [check_choice("recompute", r, A.RECOMPUTE) for r in recompute]
+    zero_stages = sorted({int(z) for z in zs})
+    recompute = [check_choice("recompute", r, A.RECOMPUTE)
+                 for r in as_sequence("recompute", recompute, "('none', 'selective')", lambda x: isinstance(x, str))]
+    micro_batches = _pos_ints("micro_batches", micro_batches)
+    virtual_stages = _pos_ints("virtual_stages", virtual_stages)
+    tp, pp, ep = _pos_ints("tp", tp, True), _pos_ints("pp", pp, True), _pos_ints("ep", ep, True)
+    if inter_node_gb_s is not None:
+        inter_node_gb_s = check_number("inter_node_gb_s", inter_node_gb_s, minimum=0, min_inclusive=False)
+    overlap_comm = _bool("overlap_comm", overlap_comm)
     check_choice("convention", convention, CONVENTIONS)
+    PL._conv_bytes(convention, precision, 0)          # validates the precision
+    ok_tp = PL.allowed_tp(spec.n_heads, spec.n_kv_heads)
+    for x in tp or ():
+        if x not in ok_tp:
+            PL.kv_heads_per_gpu(spec, x)               # raises naming tp and the allowed sizes
+    for x in pp or ():
+        if x > spec.n_layers:
+            raise InvalidValueError("pp", x, f"at most one stage per layer: pp <= {spec.n_layers}")
+    for x in ep or ():
+        if x > 1 and (not spec.is_moe or spec.n_experts % x):
+            raise InvalidValueError("ep", x, f"must divide the experts of a MoE model ({spec.name}: {spec.n_experts})")
     node = min(gpus_per_node, n_gpus)
-    tps = [x for x in (tp or _divisors(node)) if node % x == 0 and spec.n_heads % x == 0
-           and spec.n_kv_heads % x == 0 and n_gpus % x == 0]
+    tps = [x for x in (tp or ok_tp) if node % x == 0 and x in ok_tp and n_gpus % x == 0]   # bounded by the heads
     cap = card.memory_bytes
     limit = cap * (1 - headroom)
     flops = (card.bf16_tflops or card.fp16_tflops) * 1e12
@@ -393,11 +459,12 @@ def search_plans(model: ModelSpec | str, gpu: GPU | str, n_gpus: int, seq: int =
 
     rows = []  # one per layout: t, p, d, e, b, m, v
     for t_ in tps:
-        for p_ in (pp or _divisors(n_gpus // t_)):
+        for p_ in (pp or range(1, spec.n_layers + 1)):                       # bounded by the layers
             if (n_gpus // t_) % p_ or p_ > spec.n_layers:
                 continue
             d_ = n_gpus // (t_ * p_)
-            for e_ in (ep or ([x for x in _divisors(d_) if spec.n_experts % x == 0] if spec.is_moe else [1])):
+            for e_ in (ep or ([x for x in range(1, spec.n_experts + 1) if spec.n_experts % x == 0] if spec.is_moe
+                              else [1])):
                 if d_ % e_ or (e_ > 1 and spec.n_experts % e_):
                     continue
                 for b_ in micro_batches:
@@ -605,6 +672,7 @@ def _layout(n_gpus: int, tp: int, pp: int) -> int:
     return n_gpus // (tp * pp)
 
 
+@checked_call
 def largest_trainable_model(gpu: GPU | str, n_gpus: int, seq: int = 2048, *, family: ModelFamily | str = "llama-width",
                             method: str = "full", zero: int = 3, tp: int = 1, pp: int = 1, headroom: float = 0.0,
                             k_max: int = 4096, **kwargs) -> LargestModel:
@@ -615,28 +683,42 @@ def largest_trainable_model(gpu: GPU | str, n_gpus: int, seq: int = 2048, *, fam
     fam = get_family(family)
     card = gpu if isinstance(gpu, GPU) else get_gpu(gpu)
     n_gpus = check_positive_int("n_gpus", n_gpus)
+    seq = check_positive_int("seq", seq)
+    tp, pp = check_positive_int("tp", tp), check_positive_int("pp", pp)
+    headroom = check_fraction("headroom", headroom)
+    k_max = check_positive_int("k_max", k_max)
+    method = check_choice("method", method, METHODS)
     dp = _layout(n_gpus, tp, pp)
     plan_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in ParallelPlan.__dataclass_fields__}
+    for k in ("dp",):
+        if k in plan_kw:
+            raise InvalidValueError(k, plan_kw[k], "is n_gpus / (tp x pp) here; not a keyword")
     plan = ParallelPlan(tp=tp, pp=pp, dp=dp, zero=zero, **plan_kw)
-    step = fam.step * (1 if fam.kind == "depth" else _lcm(fam.step, tp))
+    # valid scale indices: multiples of the family's step (KV heads divide the heads) and, for width families, of
+    # tp's share of the heads: k heads with tp | k and (tp | kv or kv | tp) -- lcm(step, tp) covers both
+    step = fam.step if fam.kind == "depth" else _lcm(fam.step, tp)
+    lo = max(1, -(-pp // step))
+    if k_max // step < lo:
+        raise InvalidValueError("k_max", k_max, f"must be at least {lo * step} (the smallest valid scale index here)")
 
     def memory(j: int) -> PlanMemory:
         return plan_memory(fam.shape(j * step), plan, seq, method=method, **kwargs)
 
     def fits(j: int) -> bool:
         spec = fam.shape(j * step)
-        if spec.n_layers < pp or spec.n_heads % tp or spec.n_kv_heads % tp:
+        if spec.n_layers < pp or tp not in PL.allowed_tp(spec.n_heads, spec.n_kv_heads):
             return False
         return memory(j).fits(card, headroom)
 
-    j = largest_fitting(fits, lo=max(1, -(-pp // step)), limit=k_max // step)
+    memory(lo)                                          # validates every keyword once (one-line errors)
+    j = largest_fitting(fits, lo=lo, limit=k_max // step, field="k_max")
     if j == 0:
-        return LargestModel(fam.name, 0, None, None, fam.shape(step * max(1, -(-pp // step))),
-                            memory(max(1, -(-pp // step))), card.memory_bytes, plan)
+        return LargestModel(fam.name, 0, None, None, fam.shape(step * lo), memory(lo), card.memory_bytes, plan)
     return LargestModel(fam.name, j * step, fam.shape(j * step), memory(j), fam.shape((j + 1) * step), memory(j + 1),
                         card.memory_bytes, plan)
 
 
+@checked_call
 def largest_trainable_table(gpu: GPU | str, n_gpus: int, seq: int = 2048, *, methods: Sequence[str] = METHODS,
                             stages: Sequence[int] = (0, 1, 2, 3), family: ModelFamily | str = "llama-width",
                             **kwargs) -> list[dict]:
@@ -680,6 +762,7 @@ def _sharded_components(plan: ParallelPlan, method: str) -> set[str]:
     return out
 
 
+@checked_call
 def min_gpus_for_training(model: ModelSpec | str, gpu: GPU | str, seq: int = 2048, *, method: str = "full",
                           zero: int = 3, tp: int | None = 1, pp: int | None = 1, headroom: float = 0.0,
                           gpus_per_node: int = 8, **kwargs) -> MinGpus:
@@ -688,11 +771,20 @@ def min_gpus_for_training(model: ModelSpec | str, gpu: GPU | str, seq: int = 204
     from formulas.MIN_GPUS (``sympy.solve`` of M = S / n + R), then checked exactly. ``tp=None`` / ``pp=None``:
     also search the layout (TP within a node and dividing the heads, any number of stages), fewest GPUs first,
     then the smallest tp x pp. Chapters 3, 4, 12."""
+    seq = check_positive_int("seq", seq)
+    headroom = check_fraction("headroom", headroom)
+    gpus_per_node = check_positive_int("gpus_per_node", gpus_per_node)
+    method = check_choice("method", method, METHODS)
+    if "dp" in kwargs:
+        raise InvalidValueError("dp", kwargs["dp"], "is what min_gpus_for_training solves for; not a keyword")
+    if tp is not None:
+        tp = check_positive_int("tp", tp)
+    if pp is not None:
+        pp = check_positive_int("pp", pp)
     if tp is None or pp is None:
         return _min_gpus_any_layout(model, gpu, seq, method, zero, tp, pp, headroom, gpus_per_node, kwargs)
     spec = get_model(model)
     card = gpu if isinstance(gpu, GPU) else get_gpu(gpu)
-    method = check_choice("method", method, METHODS)
     plan_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in ParallelPlan.__dataclass_fields__}
     plan = ParallelPlan(tp=tp, pp=pp, dp=1, zero=zero, **plan_kw)
     if plan.ep > 1:
@@ -730,8 +822,8 @@ def min_gpus_for_training(model: ModelSpec | str, gpu: GPU | str, seq: int = 204
 
 def _min_gpus_any_layout(model, gpu, seq, method, zero, tp, pp, headroom, gpus_per_node, kwargs) -> MinGpus:
     spec = get_model(model)
-    tps = [tp] if tp is not None else [x for x in _divisors(gpus_per_node)
-                                       if spec.n_heads % x == 0 and spec.n_kv_heads % x == 0]
+    ok_tp = PL.allowed_tp(spec.n_heads, spec.n_kv_heads)
+    tps = [tp] if tp is not None else [x for x in ok_tp if gpus_per_node % x == 0]
     pps = [pp] if pp is not None else list(range(1, spec.n_layers + 1))
     layouts = sorted(((t_, p_) for t_ in tps for p_ in pps), key=lambda x: (x[0] * x[1], x[1]))
     best = None
@@ -748,6 +840,9 @@ def _min_gpus_any_layout(model, gpu, seq, method, zero, tp, pp, headroom, gpus_p
             best = r
         elif best is None:
             best = r
+    if best is None:  # every layout skipped (LoRA/QLoRA with tp or pp > 1): let the plan say why, in one line
+        return min_gpus_for_training(spec, gpu, seq, method=method, zero=zero, tp=tps[0], pp=pps[0], headroom=headroom,
+                                     **kwargs)
     return best
 
 
@@ -758,17 +853,19 @@ def max_params_zero_expr(stage: int) -> sp.Expr:
     return sp.solve(sp.Eq(sp.Symbol("M", positive=True), PL.ZERO_MODEL_STATES[stage]), PL.Psi)[0]
 
 
+@checked_call
 def max_params_model_states(memory, dp: int = 1, stage: int = 0, convention: str = "mixed-fp32-master",
                             model_parallel: int = 1, precision: str = "bf16", optimizer_bytes_per_param=8) -> int:
     """Most parameters whose model states alone fit ``memory`` per GPU with ZeRO ``stage`` over ``dp`` ranks and
     ``model_parallel``-way model parallelism (Rajbhandari et al. 2020, Table 2). Chapters 3, 12."""
-    cap = _capacity(memory)
+    cap = _capacity(memory, "memory")
     dp, mp = check_positive_int("dp", dp), check_positive_int("model_parallel", model_parallel)
-    if stage not in PL.ZERO_STAGES:
-        raise InvalidValueError("zero", stage, "ZeRO stage must be 0, 1, 2 or 3")
+    stage = PL._check_stage(stage, "stage")
+    b_o = check_number("optimizer_bytes_per_param", optimizer_bytes_per_param, minimum=0,
+                       allowed="must be a number of bytes >= 0 (Adam: 8)")
     cb = PL._conv_bytes(convention, precision, stage)
     vals = dict(M=Fraction(cap), N_d=Fraction(dp), b_w=cb["b_w"], b_g=cb["b_g"], b_gh=cb["b_gh"], b_m=cb["b_m"],
-                b_o=Fraction(optimizer_bytes_per_param))
+                b_o=Fraction(b_o))
     per_rank = int(PL._ev(max_params_zero_expr(stage), vals) // 1)
 
     def fits(n: int) -> bool:  # the Breakdown rounds each component up: step back a parameter if that tips it

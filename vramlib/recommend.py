@@ -30,7 +30,7 @@ import sympy as sp
 
 from . import formulas as F
 from .activations import ATTENTION
-from .errors import InvalidValueError, check_choice, check_positive_int
+from .errors import InvalidValueError, check_choice, check_fraction, check_positive_int, checked_call
 from .feasibility import largest_fitting
 from .hardware import GPU, get_gpu, list_gpus
 from .models import ModelSpec, get_model
@@ -118,6 +118,7 @@ def _plan_for(count: int, zero: int, plan_fields: dict) -> tuple[ParallelPlan, s
     return ParallelPlan(dp=count, zero=zero, **plan_fields), "auto"
 
 
+@checked_call
 def recommend_gpus(model: ModelSpec | str, method: str = "qlora", seq: int = 2048,
                    counts: Sequence[int] = DEFAULT_COUNTS, headroom: float = 0.1, *, zero: int = 3,
                    gpus: Sequence[GPU | str] | None = None, fewest_only: bool = True, include_unfit: bool = False,
@@ -134,17 +135,22 @@ def recommend_gpus(model: ModelSpec | str, method: str = "qlora", seq: int = 204
     m = get_model(model)
     method = check_choice("method", method, METHODS)
     seq = check_positive_int("seq", seq)
-    if not 0 <= headroom < 1:
-        raise InvalidValueError("headroom", headroom, "must be a fraction in [0, 1)")
+    headroom = check_fraction("headroom", headroom)
     if isinstance(zero, bool) or zero not in (1, 2, 3):
         raise InvalidValueError("zero", zero, "the ZeRO stage of the multi-GPU rows must be 1, 2 or 3")
+    for name, flag in (("fewest_only", fewest_only), ("include_unfit", include_unfit),
+                       ("require_features", require_features)):
+        if not isinstance(flag, bool):
+            raise InvalidValueError(name, flag, "must be True or False")
     for k in _FORBIDDEN:
         if k in training_kwargs:
             raise InvalidValueError(k, training_kwargs[k], "set by the recommender (counts, zero); not a keyword")
-    counts = sorted({check_positive_int("counts", c) for c in counts})
-    if not counts:
-        raise InvalidValueError("counts", counts, "give at least one GPU count, e.g. (1, 2, 4, 8)")
-    cards = list_gpus() if gpus is None else [get_gpu(g) for g in gpus]
+    from .errors import as_sequence
+
+    counts = sorted({check_positive_int("counts", c) for c in as_sequence("counts", counts, "(1, 2, 4, 8)")})
+    cards = list_gpus() if gpus is None else [g if isinstance(g, GPU) else get_gpu(g) for g in
+                                              as_sequence("gpus", gpus, "('a100-80gb', 'h100-sxm-80gb')",
+                                                          lambda x: isinstance(x, (str, GPU)))]
     plan_fields = {k: training_kwargs.pop(k) for k in list(training_kwargs) if k in _PLAN_FIELDS}
     precision = get_precision(training_kwargs.get("precision", "bf16"), field="precision").name
     attention = check_choice("attention", training_kwargs.get("attention", "sdpa"), ATTENTION)
@@ -174,6 +180,7 @@ def _rank(r: Recommendation):
     return (not r.fits, cost is None, cost if cost is not None else math.inf, r.count, r.share, r.gpu.key)
 
 
+@checked_call
 def recommendation_table(recs: Sequence[Recommendation], top: int | None = None, caption: str | None = None):
     """A vramlib.viz.Table of recommendations (the price dates in the caption and in a column)."""
     from .viz import Table
@@ -187,6 +194,7 @@ def recommendation_table(recs: Sequence[Recommendation], top: int | None = None,
     return Table(rows, caption=caption, formats={"GB per GPU": ".1f", "card GB": ".1f", "use": ".0%", "$/h": ".2f"})
 
 
+@checked_call
 def max_seq_for_plan(model: ModelSpec | str, gpu: GPU | str | int, plan: ParallelPlan | None = None, *,
                      headroom: float = 0.0, limit: int = 2**24, **kwargs) -> int:
     """Longest sequence whose plan fits every GPU under ``(1 - headroom)``: bisection on
@@ -197,15 +205,13 @@ def max_seq_for_plan(model: ModelSpec | str, gpu: GPU | str | int, plan: Paralle
     """
     if "seq" in kwargs:
         raise InvalidValueError("seq", kwargs["seq"], "is what max_seq_for_plan solves for; do not pass it")
-    m = get_model(model)
-    cap = gpu.memory_bytes if isinstance(gpu, GPU) else (get_gpu(gpu).memory_bytes if isinstance(gpu, str)
-                                                         and not gpu[:1].isdigit() else None)
-    if cap is None:
-        from .units import parse_memory
+    from .planning import _capacity
 
-        cap = parse_memory(gpu, field="gpu")
-    if not 0 <= headroom < 1:
-        raise InvalidValueError("headroom", headroom, "must be a fraction in [0, 1)")
+    m = get_model(model)
+    cap = _capacity(gpu, "gpu")
+    headroom = check_fraction("headroom", headroom)
+    if plan is not None and not isinstance(plan, ParallelPlan):
+        raise InvalidValueError("plan", plan, "give a ParallelPlan or plan fields as keywords")
     plan_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in _PLAN_FIELDS}
     plan = (plan or ParallelPlan()).with_(**plan_kw) if plan_kw else (plan or ParallelPlan())
 

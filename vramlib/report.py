@@ -26,7 +26,10 @@ from .errors import (InvalidValueError, UnknownNameError, VramlibError, check_ch
                      check_positive_int)
 from .feasibility import largest_fitting, max_tokens
 from .hardware import GPU, get_gpu
-from .inference import ATTENTION, DEFAULT_RESERVE, inference_memory, kv_cache_bytes, weights_detail
+from .inference import (
+    ATTENTION, DEFAULT_RESERVE, TP_SHARD_BYTES, inference_memory, kv_cache_bytes, weights_detail, weights_detail_tp,
+)
+from .inference import kv_heads_per_gpu as _kv_heads_rule
 from .models import ModelSpec, get_model
 from .precision import get_precision
 from .symbols import S_shard, V, f, n_gpu, n_h
@@ -43,8 +46,7 @@ __all__ = [
 ]
 
 # --- formulas (written once; the CLI and the report evaluate them) ---------------------------------------------
-TP_SHARD_BYTES = S_shard / n_gpu
-"""Bytes of a tensor split evenly over n GPUs by tensor parallelism, per GPU (weights; rounded up to a byte)."""
+# TP_SHARD_BYTES (weights per GPU) and the KV-heads rule live in vramlib.inference, written once.
 
 PREFILL_WORKSPACE_TP_BYTES = F.PREFILL_WORKSPACE_BYTES.subs({f: f / n_gpu, n_h: n_h / n_gpu, V: V / n_gpu})
 """Prefill workspace per GPU under tensor parallelism: the MLP intermediates (f), the eager attention scores
@@ -149,20 +151,9 @@ def load_model(spec: str | ModelSpec, heads: int | None = None, kv_heads: int | 
 
 # --- per-GPU inference memory with tensor parallelism --------------------------------------------------------
 def kv_heads_per_gpu(model: ModelSpec | str, n_gpus: int) -> int:
-    """KV heads each GPU holds under tensor parallelism over ``n_gpus``: n_kv / n, or 1 when n_gpus is a multiple
-    of n_kv (the KV heads are then replicated: vLLM's ``QKVParallelLinear``, vllm/model_executor/layers/linear.py,
-    sets ``num_kv_heads = 1`` and ``num_kv_head_replicas = tp_size / total_num_kv_heads``). Query heads must
-    split evenly."""
-    m = get_model(model)
-    n_gpus = check_positive_int("gpus", n_gpus)
-    if m.n_heads % n_gpus:
-        raise InvalidValueError("gpu count", n_gpus, f"tensor parallelism needs the GPU count to divide n_heads={m.n_heads}")
-    if m.n_kv_heads % n_gpus == 0:
-        return m.n_kv_heads // n_gpus
-    if n_gpus % m.n_kv_heads == 0:
-        return 1
-    raise InvalidValueError("gpu count", n_gpus, f"tensor parallelism needs the GPU count to divide n_kv_heads="
-                                            f"{m.n_kv_heads} or be a multiple of it")
+    """KV heads each GPU holds under tensor parallelism over ``n_gpus``: :func:`vramlib.inference.kv_heads_per_gpu`
+    (the one rule: whole heads, replicated when n_gpus exceeds them), its errors naming the GPU count."""
+    return _kv_heads_rule(get_model(model), n_gpus, field="gpu count")
 
 
 def inference_memory_tp(model: ModelSpec | str, n_gpus: int = 1, weights: str = "fp16", kv_dtype: str = "fp16",
@@ -181,7 +172,7 @@ def inference_memory_tp(model: ModelSpec | str, n_gpus: int = 1, weights: str = 
     n = check_positive_int("gpus", n_gpus)
     tokens, batch = check_positive_int("tokens", tokens), check_positive_int("batch", batch)
     kv_heads = kv_heads_per_gpu(m, n)
-    parts = {k: F.to_int_bytes(F.evaluate(TP_SHARD_BYTES, S=v, n=n)) for k, v in weights_detail(m, weights).items()}
+    parts = weights_detail_tp(m, weights, n)
     parts["kv cache"] = kv_cache_bytes(m.with_(n_kv_heads=kv_heads), tokens, batch, kv_dtype)
     if attention is not None:
         attention = check_choice("attention", attention, ATTENTION)

@@ -42,10 +42,11 @@ import sympy as sp
 
 from . import formulas as F
 from .breakdown import Breakdown
-from .errors import InvalidValueError, check_choice, check_positive_int
+from .errors import InvalidValueError, as_sequence, check_choice, check_positive_int, public_api
 from .feasibility import largest_fitting, max_tokens
 from .hardware import GPU, get_gpu
-from .inference import kv_bytes_per_token, weights_bytes
+from . import inference as _tp_rule
+from .inference import kv_bytes_per_token, kv_heads_per_gpu, weights_bytes
 from .models import ModelSpec, get_model
 from .precision import get_precision, kv_bytes_per_element
 from .symbols import B, L, M, T, V, W, b_kv, d, e_att, f, n_kv
@@ -109,9 +110,9 @@ CUDA_TOTAL_BYTES = M - R_drv
 REQUESTED_BYTES = u * CUDA_TOTAL_BYTES
 """vLLM's ``requested_memory = total_memory * gpu_memory_utilization``."""
 
-KV_HEADS_PER_GPU = sp.Max(1, n_kv / n_tp)
-"""vLLM's ``max(1, total_num_kv_heads // tensor_parallel_size)``: replicated when tp > KV heads (tp and the KV
-heads divide one another, so the division is exact)."""
+KV_HEADS_PER_GPU = _tp_rule.KV_HEADS_PER_GPU.subs(_tp_rule.n_gpu, n_tp)
+"""inference.KV_HEADS_PER_GPU (the one tensor-parallel KV rule, vLLM's ``max(1, total_num_kv_heads //
+tensor_parallel_size)``) in this module's tp symbol: replicated when tp > KV heads."""
 
 WEIGHTS_PER_GPU = W / n_tp
 """Weights per GPU under tensor parallelism (vLLM shards every linear layer and the vocabulary)."""
@@ -322,11 +323,7 @@ def _kv_dtype(kv_dtype: str, weights: str, card: GPU) -> str:
 
 
 def _check_tp(m: ModelSpec, tp: int) -> int:
-    tp = check_positive_int("tp", tp)
-    if m.n_heads % tp:
-        raise InvalidValueError("tp", tp, f"must divide the {m.n_heads} attention heads of {m.name}")
-    if m.n_kv_heads % tp and tp % m.n_kv_heads:
-        raise InvalidValueError("tp", tp, f"must divide the {m.n_kv_heads} KV heads of {m.name} or be a multiple of them")
+    kv_heads_per_gpu(m, tp)  # validates: whole heads on every GPU
     return tp
 
 
@@ -441,7 +438,7 @@ def serving_kv_capacity(m: ModelSpec | str, gpu: str | GPU, gpu_memory_utilizati
     if r_drv >= cap:
         raise InvalidValueError("driver_reserved", driver_reserved, f"must be below the card's {fmt_bytes(cap)}")
     ctx = parse_memory(cuda_context, field="cuda_context")
-    nccl = parse_memory(nccl_memory, field="nccl_memory") if tp > 1 else 0
+    nccl = parse_memory(nccl_memory, field="nccl_memory") * (tp > 1)  # parsed (checked) even when unused
     graphs = parse_memory(cuda_graph_memory, field="cuda_graph_memory") if cuda_graphs else 0
     nt = parse_memory(non_torch_memory, field="non_torch_memory")
     g_in_budget = int(accounting == "budget")
@@ -579,6 +576,7 @@ def _roofline_values(mm: ModelSpec, card: GPU, weights: str, kv_name: str, tp: i
                 k_kv=kv_bytes_per_token(mm, kv_name))
 
 
+@public_api
 def roofline(model: ModelSpec | str, gpu: str | GPU, weights: str = "bf16", kv_dtype: str = "auto", batch: int = 1,
              context: int = 2048, prompt_tokens: int | None = None, tp: int = 1, mfu: float = 0.5, mbu: float = 0.7,
              tp_overhead: float = 0.05) -> Roofline:
@@ -655,7 +653,7 @@ def crossover_batch(model: ModelSpec | str, gpu: str | GPU, weights: str = "bf16
 
 def decode_curve(model: ModelSpec | str, gpu: str | GPU, batches: Sequence[int], **kw) -> list[Roofline]:
     """:func:`roofline` at each batch size (for a tokens/s-against-batch plot)."""
-    return [roofline(model, gpu, batch=b, **kw) for b in batches]
+    return [roofline(model, gpu, batch=b, **kw) for b in as_sequence("batches", batches, "(1, 8, 64)")]
 
 
 # --- fit maps -----------------------------------------------------------------------------------------------

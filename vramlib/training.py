@@ -17,12 +17,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from . import formulas as F
-from .activations import RECOMPUTE, activation_bytes
+from .activations import ACTIVATION_STYLES, RECOMPUTE, activation_bytes, recompute_note
 from .breakdown import Breakdown
-from .errors import InvalidValueError, UnknownNameError, check_choice, check_positive_int
+import sympy as sp
+
+from .errors import InvalidValueError, UnknownNameError, check_choice, check_number, check_positive_int, checked_call
 from .inference import ATTENTION, DEFAULT_RESERVE, weights_detail
 from .models import MLP_MODULES, ModelSpec, get_model
 from .precision import get_precision
+from .symbols import d, f, h, n_h, n_kv
 from .units import parse_memory
 
 METHODS = ("full", "lora", "qlora")
@@ -76,9 +79,33 @@ OPTIMIZERS: dict[str, Optimizer] = {
 
 LORA_TARGETS = ("all-linear", "attention", "qv")
 
+LORA_SHAPES: dict[str, tuple[sp.Expr, sp.Expr]] = {
+    "q_proj": (h, n_h * d), "k_proj": (h, n_kv * d), "v_proj": (h, n_kv * d), "o_proj": (n_h * d, h),
+    "qkv_proj": (h, (n_h + 2 * n_kv) * d),
+    "gate_proj": (h, f), "up_proj": (h, f), "down_proj": (f, h), "gate_up_proj": (h, 2 * f),
+}
+"""(in_features, out_features) of each linear module a LoRA adapter can target; their sums are
+formulas.LORA_IN_OUT. A rank-r adapter is low-rank only for r <= min(in, out): :func:`lora_params` refuses larger
+ranks (peft would build the matrices, but A and B then hold more parameters than a rank-min(in, out) update can
+use)."""
 
-def lora_modules(model: ModelSpec, targets: str | tuple[str, ...] | list[str] = "all-linear") -> list[str]:
-    """Linear module names a LoRA config targets, as peft would find them in this architecture."""
+
+def _check_targets_type(targets) -> None:
+    if isinstance(targets, str):
+        return
+    if not isinstance(targets, (list, tuple, set, frozenset)):
+        raise InvalidValueError("lora_targets", targets, f"give one of {', '.join(LORA_TARGETS)} or a list of "
+                                                         "linear module names, e.g. ['q_proj', 'v_proj']")
+
+
+def lora_modules(model: ModelSpec | str, targets: str | tuple[str, ...] | list[str] = "all-linear") -> list[str]:
+    """Linear module names a LoRA config targets, as peft would find them in this architecture.
+
+    Duplicates in a list (``["q_proj", "q_proj"]``) are dropped, keeping the first: peft stores
+    ``target_modules`` as a set, so a module gets one adapter however often it is named. Unknown names raise
+    with close matches; an empty list raises."""
+    model = get_model(model)
+    _check_targets_type(targets)
     have = model.linear_modules()
     if isinstance(targets, str):
         key = check_choice("lora_targets", targets, LORA_TARGETS)
@@ -89,20 +116,53 @@ def lora_modules(model: ModelSpec, targets: str | tuple[str, ...] | list[str] = 
         if "qkv_proj" in have:
             raise InvalidValueError("lora_targets", "qv", f"{model.name} fuses q, k and v into qkv_proj; use 'attention'")
         return ["q_proj", "v_proj"]
-    out = []
-    for t in targets:
-        if t not in have:
+    out: list[str] = []
+    for t in (sorted(targets, key=str) if isinstance(targets, (set, frozenset)) else targets):
+        if not isinstance(t, str) or t not in have:
             raise UnknownNameError("lora_targets", t, have)
-        out.append(t)
+        if t not in out:
+            out.append(t)
     if not out:
         raise InvalidValueError("lora_targets", targets, "name at least one linear module")
     return out
 
 
-def lora_params(model: ModelSpec | str, rank: int = 16, targets: str | tuple[str, ...] | list[str] = "all-linear") -> int:
-    """Exact adapter parameters: r (in + out) per targeted linear, every layer, every expert."""
+def max_lora_rank(model: ModelSpec | str, targets: str | tuple[str, ...] | list[str] = "all-linear") -> tuple[int, str]:
+    """The largest rank every targeted module admits, min over the modules of min(in_features, out_features),
+    and the module that sets it."""
     m = get_model(model)
+    vals = m.symbols()
+    best = None
+    for mod in lora_modules(m, targets):
+        i, o = (int(F.evaluate(e, **vals)) for e in LORA_SHAPES[mod])
+        if best is None or min(i, o) < best[0]:
+            best = (min(i, o), f"{mod} ({i:,} -> {o:,})")
+    return best
+
+
+def check_lora_rank(model: ModelSpec | str, rank, targets="all-linear") -> int:
+    """``rank`` as an int if it is a positive integer no larger than :func:`max_lora_rank`, else a one-line error
+    naming ``lora_rank``."""
     rank = check_positive_int("lora_rank", rank)
+    cap, where = max_lora_rank(model, targets)
+    if rank > cap:
+        raise InvalidValueError("lora_rank", rank, f"must be <= {cap:,} = min(in, out) of {where} in "
+                                                    f"{get_model(model).name} (a rank above a layer's width is not "
+                                                    "low-rank)")
+    return rank
+
+
+@checked_call
+def lora_params(model: ModelSpec | str, rank: int = 16, targets: str | tuple[str, ...] | list[str] = "all-linear",
+                allow_wide_rank: bool = False) -> int:
+    """Exact adapter parameters: r (in + out) per targeted linear, every layer, every expert.
+
+    ``rank`` must be 1..min(in, out) of every targeted module (:func:`check_lora_rank`): a wider adapter is not
+    low-rank, so the book refuses it. peft itself accepts it and allocates r (in + out) all the same (measured on
+    tiny models, ``vramlib/data/measured``): ``allow_wide_rank=True`` counts it, as chapter 16 replays those runs.
+    Duplicate targets count once (peft's set semantics, see :func:`lora_modules`)."""
+    m = get_model(model)
+    rank = check_positive_int("lora_rank", rank) if allow_wide_rank is True else check_lora_rank(m, rank, targets)
     vals = m.symbols()
     total = 0
     for mod in lora_modules(m, targets):
@@ -112,12 +172,27 @@ def lora_params(model: ModelSpec | str, rank: int = 16, targets: str | tuple[str
     return m.n_layers * total
 
 
+@checked_call
 def optimizer_state_bytes(model: ModelSpec | str, optimizer: str = "adamw", trainable: int | None = None,
                           lora_rank: int | None = None, lora_targets="all-linear") -> int:
-    """Optimizer state for the trainable parameters (all of them, or the LoRA adapters when lora_rank is set)."""
+    """Optimizer state for the trainable parameters (all of them, or the LoRA adapters when lora_rank is set).
+
+    ``trainable``: how many of the model's parameters train (0..weight_params; the norms and biases count among
+    them first, as 32-bit states under 8-bit optimizers). Adafactor's factored state depends on which matrices
+    train, so ``trainable`` is refused with it."""
     m = get_model(model)
     opt = OPTIMIZERS[check_choice("optimizer", optimizer, OPTIMIZERS)]
     vals = m.symbols()
+    if trainable is not None:
+        if lora_rank is not None:
+            raise InvalidValueError("trainable", trainable, "give trainable or lora_rank, not both")
+        trainable = check_number("trainable", trainable, minimum=0, maximum=m.weight_params, integer=True,
+                                 allowed=f"must be an integer 0..{m.weight_params:,} (the model's parameters)")
+        if opt.factored:
+            raise InvalidValueError("trainable", trainable, "Adafactor's factored state depends on which matrices "
+                                                            "train; omit trainable (all) or give lora_rank")
+    if lora_rank is None:
+        lora_modules(m, lora_targets)   # unused without lora_rank: still refuse garbage rather than ignore it
     if lora_rank is not None:
         n = lora_params(m, lora_rank, lora_targets)
         if opt.factored:  # A (r x in) and B (out x r): rows + columns of each
@@ -127,7 +202,7 @@ def optimizer_state_bytes(model: ModelSpec | str, optimizer: str = "adamw", trai
         return F.to_int_bytes(opt.bytes_per_param * n)
     groups = m.param_groups()
     n = trainable if trainable is not None else m.weight_params
-    small = groups["norm"] + groups["bias"]
+    small = min(groups["norm"] + groups["bias"], n)
     if opt.factored:
         rc = sum(int(F.evaluate(F.LORA_IN_OUT[x], **vals)) * (vals["n_mlp"] if x in MLP_MODULES else 1)
                  for x in m.linear_modules()) * m.n_layers
@@ -136,6 +211,7 @@ def optimizer_state_bytes(model: ModelSpec | str, optimizer: str = "adamw", trai
     return F.to_int_bytes(opt.bytes_per_param * (n - small) + opt.small_tensor_bytes * small)
 
 
+@checked_call
 def training_memory(model: ModelSpec | str, method: str = "full", seq: int = 2048, micro_batch: int = 1,
                     precision: str = "bf16", optimizer: str = "adamw", convention: str = "mixed-fp32-master",
                     recompute: str = "none", attention: str = "sdpa", lora_rank: int = 16,
@@ -144,16 +220,28 @@ def training_memory(model: ModelSpec | str, method: str = "full", seq: int = 204
     """Peak memory of one training step on one GPU (no sharding; see vramlib.parallel for ZeRO/TP/PP).
 
     ``method``: full | lora | qlora. ``base_weights``: storage of frozen base weights (lora: ``precision``;
-    qlora: ``nf4-dq``). ``convention``: source-12 | mixed-fp32-master | deepspeed.
+    qlora: ``nf4-dq``). ``convention``: source-12 | mixed-fp32-master | deepspeed. ``lora_rank`` is at most
+    min(in, out) of every targeted module; duplicate ``lora_targets`` count once.
+
+    Recomputation is not always a saving: with a fused q|k|v projection (Phi-3) and eager attention, selective
+    recomputation keeps the whole q|k|v output alive (v is a view of it) where eager copies v, so for short
+    sequences it holds more than no recomputation (see :mod:`vramlib.activations`); the Breakdown's notes then say
+    so (:func:`vramlib.activations.recompute_note`).
     """
     m = get_model(model)
     method = check_choice("method", method, METHODS)
+    if method == "full":   # the LoRA options are unused: still refuse garbage rather than ignore it
+        lora_modules(m, lora_targets)
+        check_positive_int("lora_rank", lora_rank)
     conv = CONVENTIONS[check_choice("convention", convention, CONVENTIONS)]
     prec = get_precision(precision, field="precision")
     if prec.name not in ("bf16", "fp16", "fp32"):
         raise InvalidValueError("precision", precision, "training computes in bf16, fp16 or fp32")
     check_choice("attention", attention, ATTENTION)
     check_choice("recompute", recompute, RECOMPUTE)
+    seq = check_positive_int("seq", seq)
+    micro_batch = check_positive_int("micro_batch", micro_batch)
+    activation_style = check_choice("activation_style", activation_style, ACTIVATION_STYLES)
     half = prec.name != "fp32"
     b_w, b_g, b_m = (conv.weight, conv.grad, conv.master) if half else (4, 4, 0)
     parts: dict[str, int] = {}
@@ -179,5 +267,7 @@ def training_memory(model: ModelSpec | str, method: str = "full", seq: int = 204
     parts["activations"] = activation_bytes(m, seq=seq, batch=micro_batch, dtype=prec.name, attention=attention,
                                             recompute=recompute, style=activation_style, scope="model")
     parts["reserve (CUDA context, framework)"] = parse_memory(reserve, field="reserve")
+    note = recompute_note(m, seq, micro_batch, prec.name, attention, recompute, activation_style)
     return Breakdown(parts, title=f"{m.name}: {method} fine-tuning, {precision}, {optimizer}, {convention}, "
-                                  f"seq {seq:,} x {micro_batch}, recompute {recompute}")
+                                  f"seq {seq:,} x {micro_batch}, recompute {recompute}",
+                     notes=(note,) if note else ())

@@ -25,7 +25,7 @@ import sympy as sp
 from . import formulas as F
 from .activations import activation_bytes
 from .breakdown import Breakdown
-from .errors import InvalidValueError, check_choice, check_positive_int
+from .errors import InvalidValueError, UnknownNameError, check_choice, check_positive_int, checked_call
 from .feasibility import largest_fitting
 from .models import ModelSpec, get_model
 from .precision import get_precision
@@ -79,6 +79,7 @@ def as_dense_llama(expr: sp.Expr) -> sp.Expr:
 
 
 # --- the source's rule of thumb ---------------------------------------------------------------------------
+@checked_call
 def source_activation_bytes(model: ModelSpec | str, seq: int, batch: int = 1, coefficient: int | Fraction = 40) -> int:
     """The source's ``b x s x h x L x c`` bytes (SOURCE_ACTIVATIONS), rounded up to a whole byte.
 
@@ -93,6 +94,7 @@ def source_activation_bytes(model: ModelSpec | str, seq: int, batch: int = 1, co
     return F.to_int_bytes(F.evaluate(SOURCE_ACTIVATIONS, b=batch, s=seq, h=m.hidden, L=m.n_layers, c=coefficient))
 
 
+@checked_call
 def source_training_memory(model: ModelSpec | str, seq: int = 2048, micro_batch: int = 1,
                            coefficient: int | Fraction = 40, **training_kwargs) -> Breakdown:
     """:func:`vramlib.training.training_memory` with its ``activations`` replaced by the source's ``b s h L c`` bytes.
@@ -117,6 +119,7 @@ def _as_number(field: str, x) -> Fraction:
     return Fraction(x)
 
 
+@checked_call
 def size_ratio(numerator, denominator) -> float:
     """``numerator / denominator`` (MEMORY_RATIO) for Breakdowns (their totals) or plain numbers."""
     a, b_ = _as_number("numerator", numerator), _as_number("denominator", denominator)
@@ -138,6 +141,7 @@ def _ratio_inputs(big, small, activation_style: str, kw: dict):
     return get_model(big), get_model(small), style
 
 
+@checked_call
 def scaling_ratio(big: ModelSpec | str, small: ModelSpec | str, seq: int = 2048, activation_style: str = "hf",
                   coefficient: int | Fraction = 40, **training_kwargs) -> float:
     """Training memory of ``big`` over that of ``small`` at the same settings (MEMORY_RATIO of the totals).
@@ -155,6 +159,7 @@ def _linearity_exact(mb: ModelSpec, ms: ModelSpec, seq: int, style: str, coeffic
                       M_b=_training_total(ms, seq, style, coefficient, kw), N_a=mb.weight_params, N_b=ms.weight_params)
 
 
+@checked_call
 def linearity(big: ModelSpec | str, small: ModelSpec | str, seq: int = 2048, activation_style: str = "hf",
               coefficient: int | Fraction = 40, **training_kwargs) -> float:
     """LINEARITY: the training-memory ratio of ``big`` over ``small`` divided by their parameter ratio
@@ -163,6 +168,7 @@ def linearity(big: ModelSpec | str, small: ModelSpec | str, seq: int = 2048, act
     return float(_linearity_exact(mb, ms, seq, style, coefficient, training_kwargs))
 
 
+@checked_call
 def linear_until(big: ModelSpec | str, small: ModelSpec | str, tolerance: float | Fraction = Fraction(1, 10),
                  activation_style: str = "hf", coefficient: int | Fraction = 40, limit: int = 2**24,
                  **training_kwargs) -> int:
@@ -193,6 +199,7 @@ def _state_bytes(convention: str, optimizer: str, precision: str) -> dict[str, i
     return {"b_w": b_w_, "b_g": b_g_, "b_m": b_m_, "b_o": opt.bytes_per_param}
 
 
+@checked_call
 def bytes_per_param(convention: str = "source-12", optimizer: str = "adamw", precision: str = "bf16") -> Fraction:
     """Bytes of model states per trainable parameter (BYTES_PER_TRAINABLE_PARAM), large tensors; exact.
 
@@ -202,6 +209,7 @@ def bytes_per_param(convention: str = "source-12", optimizer: str = "adamw", pre
     return Fraction(F.evaluate(BYTES_PER_TRAINABLE_PARAM, **_state_bytes(convention, optimizer, precision)))
 
 
+@checked_call
 def model_states_bytes(n_trainable: int, convention: str = "source-12", optimizer: str = "adamw",
                        precision: str = "bf16") -> int:
     """Model states of ``n_trainable`` parameters (formulas.MODEL_STATES_BYTES), rounded up to a whole byte.
@@ -250,6 +258,28 @@ def _largest_by_secant(total, cap: int, limit: int, probe: int = 4096) -> int:
     return lo
 
 
+def memory_bytes(value, field: str = "memory") -> int:
+    """Bytes of ``value``: a GPU, a catalogue GPU name, an int of bytes or a size such as ``"48GB"``; must be > 0.
+    One-line errors naming ``field`` (an unknown GPU name lists close matches and says a size works too)."""
+    from .hardware import GPU, get_gpu
+    from .units import parse_memory
+
+    if isinstance(value, GPU):
+        return value.memory_bytes
+    if isinstance(value, str) and not value.strip()[:1].isdigit():
+        try:
+            return get_gpu(value).memory_bytes
+        except UnknownNameError as err:
+            hint = (" (did you mean " + ", ".join(repr(c) for c in err.close_matches) + "?)") if err.close_matches else ""
+            raise InvalidValueError(field, value, "give bytes, a size such as '80GB' or a catalogue GPU name"
+                                    + hint) from None
+    n = parse_memory(value, field=field)
+    if n <= 0:
+        raise InvalidValueError(field, value, "must be more than 0 bytes")
+    return n
+
+
+@checked_call
 def max_seq_for_training(model: ModelSpec | str, memory: int | str, limit: int = 2**40, **training_kwargs) -> int:
     """Longest sequence (tokens per sequence, at ``micro_batch``) whose training step fits ``memory``.
 
@@ -262,7 +292,7 @@ def max_seq_for_training(model: ModelSpec | str, memory: int | str, limit: int =
     if "seq" in training_kwargs:
         raise InvalidValueError("seq", training_kwargs["seq"], "is what max_seq_for_training solves for; do not pass it")
     m = get_model(model)
-    cap = Breakdown({}).capacity(memory)
+    cap = memory_bytes(memory)
     limit = check_positive_int("limit", limit)
 
     def fits(n: int) -> bool:
@@ -290,6 +320,7 @@ def max_seq_for_training(model: ModelSpec | str, memory: int | str, limit: int =
 
 __all__ = [
     "ACTIVATION_RULES", "BYTES_PER_TRAINABLE_PARAM", "LINEARITY", "MEMORY_RATIO", "SOURCE_ACTIVATIONS",
-    "as_dense_llama", "bytes_per_param", "linear_until", "linearity", "max_seq_for_training", "model_states_bytes",
+    "as_dense_llama", "bytes_per_param", "linear_until", "linearity", "max_seq_for_training", "memory_bytes",
+    "model_states_bytes",
     "scaling_ratio", "size_ratio", "source_activation_bytes", "source_training_memory",
 ]

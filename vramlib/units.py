@@ -53,6 +53,9 @@ def parse_memory(value: int | str, field: str = "memory") -> int:
     raise InvalidValueError(field, value, "give bytes as an int or a string such as '24GiB' or '80 GB'")
 
 
+parse_memory.validates_itself = True  # its messages name the caller's field (errors.public_api)
+
+
 def gb(n_bytes: float) -> float:
     """Bytes -> GB (10^9)."""
     return n_bytes / GB
@@ -75,4 +78,8 @@ def mib(n_bytes: float) -> float:
 
 def fmt_bytes(n_bytes: float, digits: int = 1) -> str:
     """``'26.0 GB (24.2 GiB)'``: both units, always labelled."""
+    from .errors import check_number
+
+    n_bytes = check_number("n_bytes", n_bytes)
+    digits = check_number("digits", digits, minimum=0, maximum=12, integer=True)
     return f"{gb(n_bytes):,.{digits}f} GB ({gib(n_bytes):,.{digits}f} GiB)"

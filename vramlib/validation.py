@@ -221,7 +221,7 @@ def lora_param_rows(part: str | None = None) -> list[Row]:
         if r["part"] not in ("params", "catalogue") or "params" not in r or (part and r["part"] != part):
             continue
         model = r["model"] if r["part"] == "catalogue" else _tiny_spec(r)
-        rows.append(Row("LoRA parameters", r["id"], r["params"], lora_params(model, r["rank"], r["targets"]),
+        rows.append(Row("LoRA parameters", r["id"], r["params"], lora_params(model, r["rank"], r["targets"], allow_wide_rank=True),
                         ", ".join(r["modules"])))
     return rows
 

@@ -31,13 +31,14 @@
   }
 
   function checkTp(m, tp) {
+    // mirrors inference.kv_heads_per_gpu's check and words (a rule twin: issue 11 generates it from Python)
     tp = VL.checkPositiveInt("tp", tp);
-    if (m.spec.n_heads % tp) {
-      throw VL.invalid("tp", tp, "must divide the " + m.spec.n_heads + " attention heads of " + m.name);
-    }
-    if (m.spec.n_kv_heads % tp && tp % m.spec.n_kv_heads) {
-      throw VL.invalid("tp", tp, "must divide the " + m.spec.n_kv_heads + " KV heads of " + m.name +
-        " or be a multiple of them");
+    var nh = m.spec.n_heads, nkv = m.spec.n_kv_heads, ok = [];
+    for (var k = 1; k <= nh; k++) { if (nh % k === 0 && (nkv % k === 0 || k % nkv === 0)) { ok.push(k); } }
+    if (ok.indexOf(tp) < 0) {
+      throw VL.invalid("tp", tp, "tensor parallelism does not split " + m.name + "'s " + nh +
+        " attention heads / " + nkv + " KV heads into whole heads (tp must divide the heads and divide the KV " +
+        "heads or be a multiple of them); allowed: " + ok.join(", "));
     }
     return tp;
   }
