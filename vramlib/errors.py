@@ -67,14 +67,19 @@ def check_positive_int(field: str, value: object, *, allow_zero: bool = False) -
                         allowed="must be a " + ("non-negative" if allow_zero else "positive") + " integer")
 
 
-def check_choice(field: str, value: object, allowed: Iterable[str]) -> str:
-    """Return ``value`` if it is one of ``allowed`` (case-insensitive), else raise UnknownNameError."""
+def check_choice(field: str, value: object, allowed: Iterable):
+    """Return ``value`` if it is one of ``allowed`` (names case-insensitive; numbers exactly, e.g. block sizes),
+    else raise UnknownNameError with close matches."""
     allowed = list(allowed)
     if isinstance(value, str):
         for a in allowed:
-            if a.lower() == value.strip().lower():
+            if isinstance(a, str) and a.lower() == value.strip().lower():
                 return a
-    raise UnknownNameError(field, value, allowed)
+    elif _is_real_number(value):
+        for a in allowed:
+            if not isinstance(a, str) and a == value:
+                return a
+    raise UnknownNameError(field, value, [str(a) for a in allowed])
 
 
 def _is_real_number(value: object) -> bool:

@@ -42,7 +42,7 @@ import sympy as sp
 
 from . import formulas as F
 from .breakdown import Breakdown
-from .errors import InvalidValueError, as_sequence, check_choice, check_positive_int, public_api
+from .errors import InvalidValueError, as_sequence, check_choice, check_number, check_positive_int, public_api
 from .feasibility import largest_fitting, max_tokens
 from .hardware import GPU, get_gpu
 from . import inference as _tp_rule
@@ -265,9 +265,12 @@ def vllm_default_batch(gpu: str | GPU, entrypoint: str = "serve") -> tuple[int, 
 
 
 # --- helpers ------------------------------------------------------------------------------------------------
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
+"""Block sizes vLLM accepts (``CacheConfig.block_size: Literal[1, 8, 16, 32, 64, 128]``, vllm/config/cache.py)."""
+
+
 def _fraction(x, field_name: str) -> Fraction:
-    if isinstance(x, bool) or not isinstance(x, (int, float, Fraction)):
-        raise InvalidValueError(field_name, x, "must be a number")
+    check_number(field_name, x)  # no text, bool, NaN or infinity
     fr = Fraction(str(x)) if isinstance(x, float) else Fraction(x)
     return fr
 
@@ -421,7 +424,7 @@ def serving_kv_capacity(m: ModelSpec | str, gpu: str | GPU, gpu_memory_utilizati
     card = get_gpu(gpu)
     util = _utilization(gpu_memory_utilization)
     tp = _check_tp(mm, tp)
-    block_size = check_positive_int("block_size", block_size)
+    block_size = check_choice("block_size", block_size, VLLM_BLOCK_SIZES)
     n_bt = check_positive_int("max_num_batched_tokens", max_num_batched_tokens)
     n_sq = check_positive_int("max_num_seqs", max_num_seqs)
     accounting = check_choice("cuda_graph_accounting", cuda_graph_accounting, GRAPH_ACCOUNTING)

@@ -242,6 +242,27 @@ def static_html(compute: Callable[..., Computed] | None, controls: Mapping[str, 
             f'<p class="vramlib-calc-hint"><small>{hint}</small></p></div></div>')
 
 
+def model_with_heads(model, n_heads: int | None = None, n_kv_heads: int | None = None):
+    """The panel's model with its heads changed (None keeps the model's); 0 or text is refused by with_heads,
+    never replaced by the model's value."""
+    from ..models import get_model
+
+    m = get_model(model)
+    if n_heads is None and n_kv_heads is None:
+        return m
+    return m.with_heads(m.n_heads if n_heads is None else n_heads, m.n_kv_heads if n_kv_heads is None else n_kv_heads)
+
+
+def panel_plan(tp=1, pp=1, dp=1, zero=0, sequence_parallel=False, **fields):
+    """The ParallelPlan of a panel's values: sequence parallelism only with tp > 1, ZeRO as an integer stage."""
+    from ..errors import check_positive_int
+    from ..parallel import ParallelPlan
+
+    tp = check_positive_int("tp", tp)
+    return ParallelPlan(tp=tp, pp=pp, dp=dp, zero=check_positive_int("zero", zero, allow_zero=True),
+                        sequence_parallel=bool(sequence_parallel) and tp > 1, **fields)
+
+
 def model_controls(model, gpu_names: list[str] | None = None, precisions: list[str] | None = None,
                    **extra) -> dict[str, Any]:
     """The standard knobs every chapter offers: heads, KV heads, precision (plus chapter-specific ``extra``)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..design import equal_params_shape, evaluate_design, exact
 from ..errors import InvalidValueError, check_positive_int
-from ..hardware import GPUS
+from ..hardware import GPUS, get_gpu
 from ..models import get_model
 from ..precision import precision_names
 from . import Computed, bounded_int, panel
@@ -19,8 +19,9 @@ def design_spec(base, n_layers: int, hidden: int, n_heads: int, n_kv_heads: int,
     if hidden % n_heads:
         raise InvalidValueError("n_heads", n_heads, f"must divide hidden={hidden}")
     n_experts = check_positive_int("n_experts", n_experts, allow_zero=True)
+    experts_per_token = check_positive_int("experts_per_token", experts_per_token)  # checked even when dense
     if n_experts > 1:
-        moe = dict(n_experts=n_experts, experts_per_token=check_positive_int("experts_per_token", experts_per_token))
+        moe = dict(n_experts=n_experts, experts_per_token=experts_per_token)
     else:
         moe = dict(n_experts=0, experts_per_token=0)
     spec = b.with_(hidden=hidden, n_heads=n_heads, n_kv_heads=n_kv_heads, head_dim=hidden // n_heads,
@@ -36,6 +37,7 @@ def design_compute(base, n_layers: int, hidden: int, n_heads: int, n_kv_heads: i
                    train_seq: int = 4096, n_gpus: int = 8) -> Computed:
     """One update of the design panel: the inference breakdown at ``context`` on ``gpu`` and a verdict."""
     spec = design_spec(base, n_layers, hidden, n_heads, n_kv_heads, ffn, n_experts, experts_per_token, equal_params)
+    gpu = get_gpu(gpu).key  # the panel's GPU menu: a card name (evaluate_design would read a number as bytes)
     d = evaluate_design(spec, gpu, context, weights=weights, kv_dtype="bf16" if weights != "fp16" else "fp16",
                         train_seq=train_seq, n_gpus=n_gpus)
     m = d.spec

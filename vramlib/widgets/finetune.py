@@ -18,7 +18,7 @@ from typing import Any
 
 from ..activations import ATTENTION, RECOMPUTE
 from ..breakdown import Breakdown
-from ..errors import InvalidValueError, VramlibError
+from ..errors import InvalidValueError, VramlibError, check_positive_int
 from ..hardware import GPUS, get_gpu
 from ..inference import DEFAULT_RESERVE
 from ..models import get_model
@@ -26,7 +26,7 @@ from ..parallel import OFFLOAD, ParallelPlan, PlanMemory, plan_memory
 from ..training import CONVENTIONS, METHODS, OPTIMIZERS
 from ..units import gb, gib
 from ..viz import breakdown_svg
-from . import Computed, dropdown, evaluate_panel, int_box, panel, render
+from . import Computed, dropdown, evaluate_panel, int_box, model_with_heads, panel, panel_plan, render
 from .parallel import _verdict
 
 TRAINING_PRECISIONS = ("bf16", "fp16", "fp32")
@@ -44,11 +44,9 @@ def finetune_plan(model, gpu: str, n_heads: int | None = None, n_kv_heads: int |
     """The PlanMemory behind the panel (chapters 3, 4). ``gpu`` is validated here; memory does not depend on it."""
     get_gpu(gpu)
     m = get_model(model)
-    if n_heads is not None or n_kv_heads is not None:
-        m = m.with_heads(n_heads or m.n_heads, n_kv_heads or m.n_kv_heads)
-    plan = ParallelPlan(tp=tp, pp=pp, dp=dp, zero=int(zero), recompute=recompute, micro_batch=micro_batch,
-                        n_micro=n_micro, sequence_parallel=bool(sequence_parallel) and tp > 1,
-                        offload_optimizer=offload_optimizer)
+    m = model_with_heads(m, n_heads, n_kv_heads)
+    plan = panel_plan(tp=tp, pp=pp, dp=dp, zero=zero, recompute=recompute, micro_batch=micro_batch,
+                      n_micro=n_micro, sequence_parallel=sequence_parallel, offload_optimizer=offload_optimizer)
     return plan_memory(m, plan, seq, method=method, precision=precision, optimizer=optimizer, convention=convention,
                        attention=attention, lora_rank=lora_rank, reserve=reserve)
 
@@ -72,7 +70,7 @@ def finetune_compute(model, gpu: str, compare_zero: bool = False, **values) -> C
     notes = _card_notes(gpu, values.get("precision", "bf16"), values.get("attention", "sdpa"))
     verdict = _verdict(pm, card.memory_bytes) + notes
     if compare_zero:
-        chosen, bits = int(values.get("zero", 3)), []
+        chosen, bits = check_positive_int("zero", values.get("zero", 3), allow_zero=True), []
         for z in (0, 1, 2, 3):
             try:
                 pz = finetune_plan(model, gpu, **{**values, "zero": z})
@@ -97,7 +95,7 @@ def finetune_bars(model, gpu: str, compare_zero: bool = False, **values) -> Bars
         return tuple((f"stage {i} ({n} layers)", bd) for i, (n, bd) in enumerate(zip(pm.stage_layers, pm.stages))), \
             card.memory_bytes, verdict
     bars = []
-    chosen = int(values.get("zero", 3))
+    chosen = check_positive_int("zero", values.get("zero", 3), allow_zero=True)
     for z in (0, 1, 2, 3):
         try:
             pz = finetune_plan(model, gpu, **{**values, "zero": z})

@@ -20,7 +20,9 @@ from ..planning import balance_pipeline, balance_verdict, search_plans
 from ..training import CONVENTIONS
 from ..units import fmt_bytes, gb, gib
 from ..viz import breakdown_svg
-from . import Computed, bounded_int, evaluate_panel, range_problem, render, with_static_view
+from . import (
+    Computed, bounded_int, evaluate_panel, model_with_heads, panel_plan, range_problem, render, with_static_view,
+)
 
 StagesComputed = tuple[tuple[Breakdown, ...], "int | None", str]
 """Per-stage panels: the Breakdown of every stage, the capacity, a verdict line."""
@@ -28,17 +30,15 @@ StagesComputed = tuple[tuple[Breakdown, ...], "int | None", str]
 
 def _model(model, n_heads: int | None, n_kv_heads: int | None):
     m = get_model(model)
-    if n_heads is not None or n_kv_heads is not None:
-        m = m.with_heads(n_heads or m.n_heads, n_kv_heads or m.n_kv_heads)
+    m = model_with_heads(m, n_heads, n_kv_heads)
     return m
 
 
 def _plan(tp, pp, dp, zero, recompute, micro_batch, n_micro, sequence_parallel, offload_optimizer, offload_params,
           virtual_stages=1, schedule="1f1b") -> ParallelPlan:
-    return ParallelPlan(tp=tp, pp=pp, dp=dp, zero=int(zero), recompute=recompute, micro_batch=micro_batch,
-                        n_micro=n_micro, sequence_parallel=bool(sequence_parallel) and tp > 1,
-                        offload_optimizer=offload_optimizer, offload_params=offload_params,
-                        virtual_stages=virtual_stages, schedule=schedule)
+    return panel_plan(tp=tp, pp=pp, dp=dp, zero=zero, recompute=recompute, micro_batch=micro_batch,
+                      n_micro=n_micro, sequence_parallel=sequence_parallel, offload_optimizer=offload_optimizer,
+                      offload_params=offload_params, virtual_stages=virtual_stages, schedule=schedule)
 
 
 def _verdict(pm: PlanMemory, cap: int) -> str:

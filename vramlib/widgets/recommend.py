@@ -17,7 +17,7 @@ from ..models import get_model
 from ..recommend import recommend_gpus, recommendation_table
 from ..training import METHODS, OPTIMIZERS
 from ..units import fmt_bytes
-from . import Computed, dropdown, int_box, panel, render
+from . import Computed, dropdown, int_box, model_with_heads, panel, render
 
 TRAINING_PRECISIONS = ("bf16", "fp16", "fp32")
 MAX_GPUS = (1, 2, 4, 8)
@@ -36,8 +36,7 @@ def recommend_rows(model, n_heads: int | None = None, n_kv_heads: int | None = N
                    reserve: int | str = DEFAULT_RESERVE):
     """The recommender's rows for the panel's settings (every card that fits, then the closest misses)."""
     m = get_model(model)
-    if n_heads is not None or n_kv_heads is not None:
-        m = m.with_heads(n_heads or m.n_heads, n_kv_heads or m.n_kv_heads)
+    m = model_with_heads(m, n_heads, n_kv_heads)
     if isinstance(headroom_pct, bool) or not isinstance(headroom_pct, int) or not 0 <= headroom_pct < 100:
         raise InvalidValueError("headroom_pct", headroom_pct, "must be a whole percentage in [0, 100)")
     return recommend_gpus(m, method, seq, _counts(max_gpus), headroom_pct / 100, include_unfit=True,

@@ -10,6 +10,7 @@ from ..hardware import GPUS, get_gpu
 from ..models import get_model
 from ..precision import precision_names
 from ..serving import serving_kv_capacity
+from ..errors import check_positive_int
 from . import Computed, bounded_int, panel
 
 KV_FORMATS = ["auto", "fp8", "fp8_e5m2", "fp16", "bf16", "fp32"]
@@ -24,7 +25,7 @@ def serving_compute(model, n_heads: int, n_kv_heads: int, weights: str, kv_dtype
     cap = serving_kv_capacity(m, card, gpu_memory_utilization=gpu_memory_utilization, tp=tp, block_size=block_size,
                               max_num_batched_tokens=max_num_batched_tokens, weights=weights, kv_dtype=kv_dtype,
                               request_tokens=request_tokens, max_num_seqs=max_num_seqs,
-                              max_model_len=max(request_tokens, 1))
+                              max_model_len=check_positive_int("request tokens", request_tokens))
     verdict = cap.verdict
     if cap.starts:
         verdict += f" At most {cap.max_concurrent_requests:,} requests of {request_tokens:,} tokens at once."
