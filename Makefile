@@ -31,7 +31,7 @@ book: $(VENV)/.deps
 ## make test: unit + property tests, nbval, papermill scenarios, strict book build, then the built book in a
 ## real browser (calculators vs vramlib, console errors, dead controls, search) and the page weights
 test: $(VENV)/.dev-deps
-	$(BIN)/python -m pytest tests -q
+	$(BIN)/python -m pytest tests -q --ignore=tests/browser
 	$(BIN)/python -m pytest -q --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly book/
 	$(BIN)/jupyter-book build . $(JB_FLAGS)
 	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || { $(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver; }

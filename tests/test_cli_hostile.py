@@ -498,3 +498,8 @@ def test_batch_output_folder_that_is_a_file(no_kernel, capsys):
     (no_kernel / "taken").write_text("a file")
     rc, out, err = run(["report", "--participants", "people.csv", "--out-dir", "taken", "--quiet"], capsys)
     assert (rc, out) == (2, "") and err.count("\n") == 1 and "out_dir: got 'taken'; cannot create the folder" in err
+
+
+def test_summary_csv_cells_cannot_run_as_formulas():
+    row = R._csv_safe({"name": "=HYPERLINK(\"http://x\")", "gpu": "@SUM(A1)", "error": "-1+1", "GB": 12.5, "ok": "Ann"})
+    assert row == {"name": "'=HYPERLINK(\"http://x\")", "gpu": "'@SUM(A1)", "error": "'-1+1", "GB": 12.5, "ok": "Ann"}

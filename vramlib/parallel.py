@@ -29,7 +29,7 @@ Layout conventions (Megatron-LM, Narayanan et al. 2021; Korthikanti et al. 2022)
   LM head by t; norms, biases and the MoE router are replicated. t must divide the attention heads, and divide the
   KV heads (each rank n_kv / t of them) or be a multiple of them (each rank one whole KV head, replicated
   t / n_kv times: vLLM's ``QKVParallelLinear``; Megatron-Core accepts only the first). KV_HEADS_PER_RANK and
-  :func:`kv_heads_per_gpu` write that rule once.
+  :func:`vramlib.inference.kv_heads_per_gpu` write that rule once.
 * Pipeline parallel (``pp`` = p) gives each stage a contiguous block of layers; the embedding (and learned
   positions) sit on the first stage, the final norm, the LM head and the loss on the last. With tied
   embeddings and p > 1 the last stage keeps its own copy of the embedding matrix as the head.

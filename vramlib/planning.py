@@ -403,7 +403,7 @@ def search_plans(model: ModelSpec | str, gpu: GPU | str, n_gpus: int, seq: int =
     """Every TP x PP x DP x ZeRO x recompute x micro-batch plan of ``n_gpus`` cards for ``global_batch``
     sequences of ``seq`` tokens; those whose fullest GPU fits under ``(1 - headroom)`` of the card, ranked by
     tokens/s (module doc). TP stays within a node, divides the heads and divides or is a multiple of the KV heads
-    (:func:`vramlib.parallel.allowed_tp`); explicit ``tp`` / ``pp`` / ``ep`` values the model cannot use raise (an
+    (:func:`vramlib.inference.allowed_tp`); explicit ``tp`` / ``pp`` / ``ep`` values the model cannot use raise (an
     int alone is one value). Sequence parallelism is on whenever TP > 1 (same traffic, less memory). Megatron
     activation accounting. Chapter 12.
 

@@ -895,6 +895,13 @@ class Batch(NamedTuple):
     failed: list[Participant]
 
 
+def _csv_safe(row: dict) -> dict:
+    """A summary row whose text cells cannot run as spreadsheet formulas (OWASP CSV injection: a leading = + - @
+    tab or CR is quoted with an apostrophe); numbers stay numbers."""
+    return {k: "'" + v if isinstance(v, str) and v[:1] in ("=", "+", "-", "@", "\t", "\r") else v
+            for k, v in row.items()}
+
+
 def run_batch(participants: Sequence[ReportSpec | Participant], out_dir: str | Path, progress: bool = True,
               timeout: int = 300) -> Batch:
     """One HTML report per participant in ``out_dir`` (a tqdm progress bar on stderr), then ``summary.html``
@@ -943,9 +950,9 @@ def run_batch(participants: Sequence[ReportSpec | Participant], out_dir: str | P
             w = csv.DictWriter(fh, fieldnames=list(SUMMARY_COLUMNS))
             w.writeheader()
             for r in rows:
-                w.writerow({**r, "report": links[r["name"]], "error": ""})
+                w.writerow(_csv_safe({**r, "report": links[r["name"]], "error": ""}))
             for f in failed:
-                w.writerow({"name": f.name, "gpu": f.gpu, "error": f.error})
+                w.writerow(_csv_safe({"name": f.name, "gpu": f.gpu, "error": f.error}))
         html_path.write_text(summary_html(rows, links, failed), encoding="utf-8")
     except OSError as e:
         raise InvalidValueError("out_dir", str(out_dir), f"cannot write the summaries ({e.strerror or e})") from None
