@@ -79,11 +79,13 @@ OPTIMIZERS: dict[str, Optimizer] = {
 
 LORA_TARGETS = ("all-linear", "attention", "qv")
 
-LORA_SHAPES: dict[str, tuple[sp.Expr, sp.Expr]] = {
-    "q_proj": (h, n_h * d), "k_proj": (h, n_kv * d), "v_proj": (h, n_kv * d), "o_proj": (n_h * d, h),
-    "qkv_proj": (h, (n_h + 2 * n_kv) * d),
-    "gate_proj": (h, f), "up_proj": (h, f), "down_proj": (f, h), "gate_up_proj": (h, 2 * f),
-}
+LORA_IN = {"q_proj": h, "k_proj": h, "v_proj": h, "o_proj": n_h * d, "qkv_proj": h, "gate_proj": h, "up_proj": h,
+           "down_proj": f, "gate_up_proj": h}
+LORA_OUT = {"q_proj": n_h * d, "k_proj": n_kv * d, "v_proj": n_kv * d, "o_proj": h, "qkv_proj": (n_h + 2 * n_kv) * d,
+            "gate_proj": f, "up_proj": f, "down_proj": h, "gate_up_proj": 2 * f}
+"""in_features and out_features of each linear module a LoRA adapter can target (the static calculators evaluate
+these same expressions for their rank check)."""
+LORA_SHAPES: dict[str, tuple[sp.Expr, sp.Expr]] = {k: (LORA_IN[k], LORA_OUT[k]) for k in LORA_IN}
 """(in_features, out_features) of each linear module a LoRA adapter can target; their sums are
 formulas.LORA_IN_OUT. A rank-r adapter is low-rank only for r <= min(in, out): :func:`lora_params` refuses larger
 ranks (peft would build the matrices, but A and B then hold more parameters than a rank-min(in, out) update can

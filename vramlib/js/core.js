@@ -68,6 +68,23 @@ VL.allowedHint = function (allowed) {
 VL.unknown = function (field, name, allowed) {
   return new VramlibError(field + ": unknown name " + VL.repr(name) + "; " + VL.allowedHint(allowed));
 };
+/* inference.allowed_tp / kv_heads_per_gpu's check, in the same words (whole KV heads per GPU, replicated beyond
+   their count); generating this check from Python is issue 11's work */
+VL.allowedTp = function (nh, nkv) {
+  var ok = [];
+  for (var k = 1; k <= nh; k++) { if (nh % k === 0 && (nkv % k === 0 || k % nkv === 0)) { ok.push(k); } }
+  return ok;
+};
+VL.checkTp = function (field, tp, name, nh, nkv) {
+  tp = VL.checkPositiveInt(field, tp);
+  var ok = VL.allowedTp(nh, nkv);
+  if (ok.indexOf(tp) < 0) {
+    throw VL.invalid(field, tp, "tensor parallelism does not split " + name + "'s " + nh + " attention heads / " + nkv +
+      " KV heads into whole heads (tp must divide the heads and divide the KV heads or be a multiple of them); " +
+      "allowed: " + ok.join(", "));
+  }
+  return tp;
+};
 VL.checkPositiveInt = function (field, value, allowZero) {
   var ok = typeof value === "number" && Number.isInteger(value);
   if (!ok || value < 0 || (value === 0 && !allowZero)) {

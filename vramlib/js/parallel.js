@@ -128,12 +128,7 @@
   /* parallel.check_layout */
   VL.checkLayout = function (m, plan) {
     var s = m.spec;
-    if (s.n_heads % plan.tp || s.n_kv_heads % plan.tp) {
-      var ok = [];
-      for (var k = 1; k <= s.n_kv_heads; k++) { if (s.n_heads % k === 0 && s.n_kv_heads % k === 0) { ok.push(k); } }
-      throw VL.invalid("tp", plan.tp, "must divide n_heads=" + s.n_heads + " and n_kv_heads=" + s.n_kv_heads +
-        " (allowed: " + ok.join(", ") + ")");
-    }
+    VL.checkTp("tp", plan.tp, m.name, s.n_heads, s.n_kv_heads);
     if (plan.pp > s.n_layers) { throw VL.invalid("pp", plan.pp, "at most one stage per layer: pp <= " + s.n_layers); }
     if (plan.virtual_stages > 1 && s.n_layers % (plan.pp * plan.virtual_stages)) {
       throw VL.invalid("virtual_stages", plan.virtual_stages,

@@ -30,18 +30,7 @@
     return VL.getPrecision(name).name;
   }
 
-  function checkTp(m, tp) {
-    // mirrors inference.kv_heads_per_gpu's check and words (a rule twin: issue 11 generates it from Python)
-    tp = VL.checkPositiveInt("tp", tp);
-    var nh = m.spec.n_heads, nkv = m.spec.n_kv_heads, ok = [];
-    for (var k = 1; k <= nh; k++) { if (nh % k === 0 && (nkv % k === 0 || k % nkv === 0)) { ok.push(k); } }
-    if (ok.indexOf(tp) < 0) {
-      throw VL.invalid("tp", tp, "tensor parallelism does not split " + m.name + "'s " + nh +
-        " attention heads / " + nkv + " KV heads into whole heads (tp must divide the heads and divide the KV " +
-        "heads or be a multiple of them); allowed: " + ok.join(", "));
-    }
-    return tp;
-  }
+  function checkTp(m, tp) { return VL.checkTp("tp", tp, m.name, m.spec.n_heads, m.spec.n_kv_heads); }
 
   var DEFAULTS = { gpu_memory_utilization: 0.9, tp: 1, block_size: 16, max_num_batched_tokens: 8192, weights: "bf16",
     kv_dtype: "auto", request_tokens: null, cuda_graphs: true, max_num_seqs: 256, max_model_len: null,

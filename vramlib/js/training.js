@@ -20,10 +20,25 @@
     return ["q_proj", "v_proj"];
   };
 
+  /* training.check_lora_rank: a rank above min(in, out) of a targeted module is not low-rank (LORA_IN / LORA_OUT) */
+  VL.checkLoraRank = function (m, rank, mods) {
+    var T = VL.training, best = null;
+    mods.forEach(function (mod) {
+      var i = VL.int(T.LORA_IN[mod](m.sym)), o = VL.int(T.LORA_OUT[mod](m.sym));
+      if (best === null || Math.min(i, o) < best[0]) { best = [Math.min(i, o), mod + " (" + VL.commas(i) + " -> " + VL.commas(o) + ")"]; }
+    });
+    if (best !== null && rank > best[0]) {
+      throw VL.invalid("lora_rank", rank, "must be <= " + VL.commas(best[0]) + " = min(in, out) of " + best[1] + " in " +
+        m.name + " (a rank above a layer's width is not low-rank)");
+    }
+    return rank;
+  };
+
   VL.loraParams = function (m, rank, targets) {
     rank = VL.checkPositiveInt("lora_rank", rank === undefined ? 16 : rank);
-    var total = 0;
-    VL.loraModules(m, targets === undefined ? "all-linear" : targets).forEach(function (mod) {
+    var total = 0, mods = VL.loraModules(m, targets === undefined ? "all-linear" : targets);
+    VL.checkLoraRank(m, rank, mods);
+    mods.forEach(function (mod) {
       var io = VL.int(F.LORA_IN_OUT[mod](m.sym));
       var copies = C.MLP_MODULES.indexOf(mod) >= 0 ? m.sym.n_mlp : 1;
       total += copies * VL.int(F.LORA_PARAMS_PER_MODULE({ r: rank, io: io }));
@@ -75,11 +90,7 @@
     var tp = VL.checkPositiveInt("tp", o.tp === undefined ? 1 : o.tp);
     var sp = o.sequence_parallel === undefined ? false : o.sequence_parallel;
     if (typeof sp !== "boolean") { throw VL.invalid("sequence_parallel", sp, "must be True or False"); }
-    if (m.spec.n_heads % tp) {
-      var ds = [];
-      for (var k = 1; k <= m.spec.n_heads; k++) { if (m.spec.n_heads % k === 0) { ds.push(k); } }
-      throw VL.invalid("tp", tp, "must divide n_heads=" + m.spec.n_heads + " (allowed: " + ds.join(", ") + ")");
-    }
+    if (tp > 1) { VL.checkTp("tp", tp, m.name, m.spec.n_heads, m.spec.n_kv_heads); }
     var values = Object.assign({}, m.sym, { s: seq, b: batch });
     if (style === "megatron") {
       values.t = tp;
