@@ -158,7 +158,6 @@ def test_calculators_match_vramlib(driver, build_dir):
     per_panel = max(SETS_PER_PANEL_MIN, math.ceil(MIN_SETS_TOTAL / n_panels))
     report, diffs, total, static = {}, [], 0, []
     for page, _ in pages:
-        t0 = time.time()
         load(driver, page)
         entries = []
         rows = []
@@ -178,7 +177,7 @@ def test_calculators_match_vramlib(driver, build_dir):
         diffs += [f"{page.name}: console: {p}" for p in problems]
         report[page.name] = {"panels": [{k: r[k] for k in ("calc", "sets", "error_sets")} for r in rows],
                              "diffs": sum(len(r["diffs"]) for r in rows), "console_problems": problems,
-                             "offline_external_resources": sorted(set(external)), "seconds": round(time.time() - t0, 2)}
+                             "offline_external_resources": sorted(set(external))}
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "browser-report.json").write_text(json.dumps(
         {"input_sets_checked": total, "static_panels_without_calculator": static, "pages": report}, indent=1))
