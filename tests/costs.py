@@ -1,7 +1,7 @@
 """Cost by counting, for the tests that used to time themselves (timings live in tools/bench*.py).
 
 ``with counting() as c: ...`` records what the block did: ``c.lambdify`` (sympy.lambdify compilations,
-vramlib.formulas.LAMBDIFY_CALLS), ``c.solves`` (sympy.solve calls), ``c.evaluations`` (formulas.evaluate calls),
+vramlib.core.formulas.LAMBDIFY_CALLS), ``c.solves`` (sympy.solve calls), ``c.evaluations`` (formulas.evaluate calls),
 ``c.weights_misses`` (misses of the weights_detail cache). These are the slow steps of a cold call: a warm widget
 update must do none of the first two and the same number of evaluations every time.
 """

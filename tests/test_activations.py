@@ -11,9 +11,9 @@ from hypothesis import assume, given, settings, strategies as st
 
 import vramlib as vl
 from vramlib import activations as A
-from vramlib.errors import VramlibError
-from vramlib.formulas import evaluate
-from vramlib.symbols import L, V, b, h, n_h, s
+from vramlib.core.errors import VramlibError
+from vramlib.core.formulas import evaluate
+from vramlib.core.symbols import L, V, b, h, n_h, s
 from costs import counting
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import vramlib as vl  # noqa: E402
 from vramlib import bookshelf as bs  # noqa: E402
-from vramlib.widgets.bookshelf import bookshelf_compute, evaluate_bookshelf  # noqa: E402
+from vramlib.present.widgets.bookshelf import bookshelf_compute, evaluate_bookshelf  # noqa: E402
 
 MODEL = "llama-3.1-8b"
 CARD = "rtx-4090"

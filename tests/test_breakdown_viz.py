@@ -5,8 +5,8 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 
 import vramlib as vl  # noqa: E402
-from vramlib.widgets import evaluate_panel  # noqa: E402
-from vramlib.widgets.inference import inference_compute  # noqa: E402
+from vramlib.present.widgets import evaluate_panel  # noqa: E402
+from vramlib.present.widgets.inference import inference_compute  # noqa: E402
 
 
 def test_breakdown_basics():
@@ -24,7 +24,7 @@ def test_breakdown_basics():
 
 def test_plots_and_svg():
     bd = vl.inference_memory("llama-2-7b", tokens=4096)
-    ax = bd.plot(capacity=vl.get_gpu("rtx-4090").memory_bytes)
+    ax = vl.viz.stacked_bars([bd], capacity=vl.get_gpu("rtx-4090").memory_bytes)
     heights = sum(p.get_height() for p in ax.patches)
     assert heights == pytest.approx(vl.gb(bd.total))
     svg = vl.viz.breakdown_svg(bd, capacity=vl.get_gpu("t4").memory_bytes)

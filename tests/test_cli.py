@@ -227,7 +227,7 @@ def test_plan(capsys):
     if cli._planner() is None:
         assert rc == 2 and err.count("\n") == 1 and "not available" in err
         return
-    from vramlib.planning import search_plans
+    from vramlib.solve.planning import search_plans
 
     best = search_plans("llama-2-7b", "a100-80gb", 8, top=3).best
     assert rc == 0 and err == ""

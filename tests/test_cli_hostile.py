@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from vramlib import cli, report as R
-from vramlib.errors import VramlibError
+from vramlib.core.errors import VramlibError
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE_NAME = '<script>alert(1)</script> & "Bob"'
@@ -384,7 +384,7 @@ def _fake_report(fail: dict[str, Exception]):
 
 def test_batch_runtime_failure_keeps_the_others(tmp_path, monkeypatch):
     """A participant whose report fails on bad input at run time gets a summary row with the reason."""
-    from vramlib.errors import InvalidValueError
+    from vramlib.core.errors import InvalidValueError
 
     monkeypatch.setattr(R, "run_report", _fake_report({"Bo": InvalidValueError("timeout", 1, "too short")}))
     specs = [R.ReportSpec(n, "rtx-4090", "llama-3.1-8b", "inference") for n in ("Ann", "Bo", "Cy")]

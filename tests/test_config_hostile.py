@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import vramlib as vl
-from vramlib.models import get_model
+from vramlib.catalog.models import get_model
 
 CONFIG_DIR = Path(vl.__file__).parent / "data" / "hf_configs"
 CATALOGUE_KEYS = sorted(p.stem for p in CONFIG_DIR.glob("*.json"))

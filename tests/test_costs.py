@@ -3,7 +3,7 @@ import sympy as sp
 
 import vramlib as vl
 from vramlib import formulas as F
-from vramlib.symbols import L, h
+from vramlib.core.symbols import L, h
 from costs import counting, warm_cost
 
 

@@ -9,8 +9,8 @@ matplotlib.use("Agg")
 
 import vramlib as vl  # noqa: E402
 from vramlib import design as D, formulas as F, symbols as S  # noqa: E402
-from vramlib.widgets import evaluate_panel  # noqa: E402
-from vramlib.widgets.design import design_compute, design_spec  # noqa: E402
+from vramlib.present.widgets import evaluate_panel  # noqa: E402
+from vramlib.present.widgets.design import design_compute, design_spec  # noqa: E402
 from costs import counting, warm_cost  # noqa: E402
 
 BASE = D.exact("source-13b")

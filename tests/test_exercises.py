@@ -1,4 +1,4 @@
-"""vramlib.exercises: every registered exercise checks right and wrong answers, results can be recorded and
+"""vramlib.workshop.exercises: every registered exercise checks right and wrong answers, results can be recorded and
 summarised, and every chapter's exercises are registered and used by its notebook."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 import vramlib as vl
 from vramlib import exercises as ex
-from vramlib.errors import InvalidValueError, UnknownNameError
+from vramlib.core.errors import InvalidValueError, UnknownNameError
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
 NOTEBOOKS = sorted(BOOK.glob("ch[0-9][0-9]*.ipynb"))

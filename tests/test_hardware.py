@@ -1,4 +1,4 @@
-"""Tests for vramlib.hardware: memory as reported, name look-up, capability flags, validation."""
+"""Tests for vramlib.catalog.hardware: memory as reported, name look-up, capability flags, validation."""
 from __future__ import annotations
 
 import dataclasses
@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from vramlib.errors import InvalidValueError, UnknownNameError, VramlibError
-from vramlib.hardware import GPUS, get_gpu, list_gpus, normalise_gpu_name
+from vramlib.core.errors import InvalidValueError, UnknownNameError, VramlibError
+from vramlib.catalog.hardware import GPUS, get_gpu, list_gpus, normalise_gpu_name
 
 MIB = 2**20
 

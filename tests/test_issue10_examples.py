@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import vramlib as vl
 from vramlib import report as R
-from vramlib.errors import VramlibError
+from vramlib.core.errors import VramlibError
 
 CONFIGS = Path(vl.__file__).parent / "data" / "hf_configs"
 
@@ -169,7 +169,7 @@ def test_max_tokens_is_exact_beyond_two_to_the_forty():
 
 
 def test_an_unbounded_question_is_an_error_not_a_capped_number():
-    from vramlib.feasibility import largest_fitting
+    from vramlib.solve.feasibility import largest_fitting
 
     one_line(lambda: largest_fitting(lambda n: True), "tokens")
 

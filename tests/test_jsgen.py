@@ -1,4 +1,4 @@
-"""vramlib.jsgen and the panels' static view (issue 7): generation from the sympy expressions, catalogues,
+"""vramlib.web.jsgen and the panels' static view (issue 7): generation from the sympy expressions, catalogues,
 the text/html placeholder. The browser itself is tested in tests/browser after the book build; when Node.js
 is installed, a quick equivalence run of the generated JS against vramlib happens here too."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sympy as sp
 
 from vramlib import formulas as F
 from vramlib import jsgen
-from vramlib.models import catalogue, get_model
+from vramlib.catalog.models import catalogue, get_model
 
 
 def test_every_expression_prints_to_javascript():
@@ -47,8 +47,8 @@ def test_generated_names_match_the_python_expressions():
 
 
 def test_catalogues_come_from_vramlib():
-    from vramlib.hardware import GPUS
-    from vramlib.precision import precision_names
+    from vramlib.catalog.hardware import GPUS
+    from vramlib.catalog.precision import precision_names
 
     cat = jsgen.catalogue_json()
     assert set(cat["gpus"]) == set(GPUS)
@@ -71,7 +71,7 @@ def test_model_round_trip(key):
 
 
 def test_gguf_table_depends_on_gqa_only_where_vramlib_does():
-    from vramlib.precision import get_precision, tensor_bits
+    from vramlib.catalog.precision import get_precision, tensor_bits
 
     m = get_model("llama-2-13b")
     t = jsgen.gguf_table(m)
@@ -89,7 +89,7 @@ def test_build_js_is_self_contained():
 
 def test_panel_bundle_has_widget_and_static_views():
     pytest.importorskip("ipywidgets")
-    from vramlib.widgets import inference_panel
+    from vramlib.present.widgets import inference_panel
 
     box = inference_panel("llama-2-13b", gpu="rtx-4090", weights="int4", tokens=4096)
     bundle = box._repr_mimebundle_()
@@ -106,7 +106,7 @@ def test_panel_bundle_has_widget_and_static_views():
 
 def test_a_lambda_panel_is_static_with_a_hint():
     w = pytest.importorskip("ipywidgets")
-    from vramlib.widgets import inference_compute, panel
+    from vramlib.present.widgets import inference_compute, panel
 
     m = get_model("source-7b")
     ctl = {"n_heads": w.BoundedIntText(value=32, min=1, max=64, description="heads"),
@@ -147,10 +147,10 @@ def test_generated_js_equals_vramlib_in_node(tmp_path, calc, model):
         cases = importlib.import_module("cases")
     finally:
         sys.path.pop(0)
-    import vramlib.widgets as W
-    from vramlib.widgets import control_spec
+    import vramlib.present.widgets as W
+    from vramlib.present.widgets import control_spec
 
-    mod = importlib.import_module(f"vramlib.widgets.{calc}")
+    mod = importlib.import_module(f"vramlib.present.widgets.{calc}")
     seen = {}
     original = mod.panel
     mod.panel = lambda compute, controls, fixed=None: seen.update(

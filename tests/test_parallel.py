@@ -13,7 +13,7 @@ import vramlib as vl
 from vramlib import activations as A
 from vramlib import parallel as P
 from vramlib import planning as Q
-from vramlib.errors import InvalidValueError, UnknownNameError, VramlibError
+from vramlib.core.errors import InvalidValueError, UnknownNameError, VramlibError
 from costs import assert_warm_updates_compile_nothing, count_calls, counting
 
 GB = 10**9
@@ -627,8 +627,8 @@ def test_source_q3_shapes_under_zero_3():
 
 # --- widgets -----------------------------------------------------------------------------------------------------
 def test_widget_compute_functions():
-    from vramlib.widgets import evaluate_panel
-    from vramlib.widgets import parallel as W
+    from vramlib.present.widgets import evaluate_panel
+    from vramlib.present.widgets import parallel as W
 
     bd, cap, verdict = W.plan_compute("llama-2-13b", "a100-80gb", dp=8, zero=3, recompute="full")
     assert isinstance(bd, vl.Breakdown) and cap == A100.memory_bytes and verdict.startswith("Fits")
@@ -649,7 +649,7 @@ def test_widget_compute_functions():
 
 def test_widget_update_compiles_nothing():
     # the update time (< 50 ms) is measured by tools/bench.py; here the work after one update is counted
-    from vramlib.widgets import parallel as W
+    from vramlib.present.widgets import parallel as W
 
     values = dict(gpu="a100-80gb", tp=8, pp=4, dp=2, zero=1, n_micro=8, sequence_parallel=True)
     update = lambda **changes: W.evaluate_stages_panel(  # noqa: E731

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import vramlib as vl
-from vramlib.precision import tensor_bits
+from vramlib.catalog.precision import tensor_bits
 
 REQUIRED = ["fp32", "tf32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2", "int8", "int4", "nf4", "nf4-dq",
             "gptq-4bit-g128", "awq-4bit-g128", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k"]

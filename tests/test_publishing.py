@@ -58,7 +58,7 @@ def test_config_launch_buttons_and_static_calculators():
     assert cfg["html"]["use_download_button"] is True
     assert cfg["bibtex_bibfiles"]
     sphinx = cfg["sphinx"]
-    assert "vramlib.sphinxext" in sphinx["extra_extensions"]
+    assert "vramlib.web.sphinxext" in sphinx["extra_extensions"]
     overrides = {(b, m): p for b, m, p in sphinx["config"]["nb_mime_priority_overrides"]}
     assert overrides[("html", "application/vnd.jupyter.widget-view+json")] is None
     assert sphinx["config"]["numfig"] is True

@@ -11,7 +11,7 @@ import vramlib as vl
 from vramlib import recommend as R
 from vramlib import rules_of_thumb as RT
 from vramlib import training_feasibility as TF
-from vramlib.errors import InvalidValueError, UnknownNameError, VramlibError
+from vramlib.core.errors import InvalidValueError, UnknownNameError, VramlibError
 from costs import counting
 
 GB = 10**9
@@ -181,7 +181,7 @@ def test_max_seq_for_plan_inputs():
 
 # --- the source's coefficient -----------------------------------------------------------------------------------
 def test_implied_coefficient_is_the_solved_rule():
-    from vramlib.symbols import L, b, h, s
+    from vramlib.core.symbols import L, b, h, s
 
     c, A = RT.c_act, RT.A_saved
     assert sp.simplify(RT.IMPLIED_COEFFICIENT - A / (b * s * h * L)) == 0
@@ -214,7 +214,7 @@ def test_implied_coefficient_bad_input():
 
 # --- widgets ------------------------------------------------------------------------------------------------------
 def test_finetune_panel_compute_and_bars():
-    from vramlib.widgets import finetune as W
+    from vramlib.present.widgets import finetune as W
 
     bd, cap, verdict = W.finetune_compute("source-30b", "a100-80gb", dp=8, zero=3, convention="source-12")
     pm = vl.plan_memory("source-30b", seq=2048, dp=8, zero=3, convention="source-12")
@@ -232,7 +232,7 @@ def test_finetune_panel_compute_and_bars():
 
 
 def test_finetune_panel_errors_in_place():
-    from vramlib.widgets import finetune as W
+    from vramlib.present.widgets import finetune as W
 
     for bad in (dict(tp=3), dict(method="lora", tp=2), dict(gpu="a99"), dict(precision="int8"), dict(seq=0)):
         html = W.evaluate_bars_panel(lambda **v: W.finetune_bars("source-7b", **v), {"gpu": "v100-32gb", **bad})
@@ -244,7 +244,7 @@ def test_finetune_panel_errors_in_place():
 
 def test_finetune_panel_widget_and_static_view():
     pytest.importorskip("ipywidgets")
-    from vramlib.widgets import finetune as W
+    from vramlib.present.widgets import finetune as W
 
     box = W.finetune_panel("source-7b", gpu="v100-32gb", dp=4, zero=3, precision="fp16")
     view = box._repr_mimebundle_()["text/html"]
@@ -256,7 +256,7 @@ def test_finetune_panel_widget_and_static_view():
 
 
 def test_recommend_panel_compute_view_and_errors():
-    from vramlib.widgets import recommend as W
+    from vramlib.present.widgets import recommend as W
 
     bd, cap, verdict = W.recommend_compute("llama-2-7b", method="qlora")
     first = R.recommend_gpus("llama-2-7b", "qlora", 2048, recompute="full")[0]
@@ -272,7 +272,7 @@ def test_recommend_panel_compute_view_and_errors():
 
 def test_recommend_panel_widget_and_static_view():
     pytest.importorskip("ipywidgets")
-    from vramlib.widgets import recommend as W
+    from vramlib.present.widgets import recommend as W
 
     box = W.recommend_panel("llama-2-7b", method="qlora")
     view = box._repr_mimebundle_()["text/html"]
@@ -283,8 +283,8 @@ def test_recommend_panel_widget_and_static_view():
 
 def test_panel_updates_compile_nothing():
     # the update times (< 50 ms) are measured by tools/bench.py; here the work after one update is counted
-    from vramlib.widgets import finetune as F
-    from vramlib.widgets import recommend as W
+    from vramlib.present.widgets import finetune as F
+    from vramlib.present.widgets import recommend as W
 
     vals = dict(gpu="a100-80gb", dp=8, zero=3, convention="source-12", compare_zero=True)
     F.evaluate_bars_panel(lambda **v: F.finetune_bars("source-30b", **v), vals)

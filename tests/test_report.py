@@ -1,4 +1,4 @@
-"""vramlib.report: hardware specs, per-GPU inference memory under tensor parallelism, fits, and the papermill +
+"""vramlib.workshop.report: hardware specs, per-GPU inference memory under tensor parallelism, fits, and the papermill +
 nbconvert reports (one HTML run and one two-participant CSV batch; about 25 s together)."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sympy as sp
 
 import vramlib as vl
 from vramlib import cli, formulas as F, report as R
-from vramlib.errors import VramlibError
+from vramlib.core.errors import VramlibError
 
 
 @pytest.mark.parametrize("spec,count,per_gpu,key", [

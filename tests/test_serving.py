@@ -1,4 +1,4 @@
-"""vramlib.serving: vLLM's KV budget, the roofline, costs, fit maps and the serving panel."""
+"""vramlib.serve.serving: vLLM's KV budget, the roofline, costs, fit maps and the serving panel."""
 import math
 from fractions import Fraction
 
@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 import vramlib as vl
 from vramlib import serving as S
-from vramlib.widgets import evaluate_panel
-from vramlib.widgets.serving import serving_compute
+from vramlib.present.widgets import evaluate_panel
+from vramlib.present.widgets.serving import serving_compute
 from costs import assert_warm_updates_compile_nothing
 
 GiB = 2**30
@@ -279,6 +279,6 @@ def test_serving_panel_update_compiles_nothing():
 
 def test_serving_panel_builds():
     pytest.importorskip("ipywidgets")
-    from vramlib.widgets.serving import serving_panel
+    from vramlib.present.widgets.serving import serving_panel
     box = serving_panel("llama-3.1-8b")
     assert "blocks" in box.children[-1].value

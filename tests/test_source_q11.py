@@ -134,7 +134,7 @@ def test_criterion_threshold_and_errors():
 
 
 def test_balance_widget_knobs():
-    from vramlib.widgets import parallel as W
+    from vramlib.present.widgets import parallel as W
 
     v = dict(gpu="a100-80gb", tp=8, pp=4, n_micro=8, seq=SEQ, sequence_parallel=True)
     stages, cap, verdict = W.balance_stages_compute("llama-2-70b", **v)

@@ -111,7 +111,7 @@ def test_throughput_model_expressions():
 
 
 def test_plan_panel_has_precision():
-    from vramlib.widgets import parallel as W
+    from vramlib.present.widgets import parallel as W
 
     ctl = W.plan_controls(M, tp=8, pp=4, dp=1, zero=0)
     assert {"n_heads", "n_kv_heads", "precision", "tp", "pp", "dp", "zero", "recompute"} <= set(ctl)

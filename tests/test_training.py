@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import vramlib as vl
-from vramlib.activations import RECOMPUTE
+from vramlib.memory.activations import RECOMPUTE
 
 SRC7 = vl.get_model("source-7b")
 

@@ -1,4 +1,4 @@
-"""vramlib.training_feasibility: the longest training sequence, ratios, the source's activation rule."""
+"""vramlib.solve.training_feasibility: the longest training sequence, ratios, the source's activation rule."""
 from fractions import Fraction
 
 import pytest

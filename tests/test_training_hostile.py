@@ -15,7 +15,7 @@ from vramlib import planning as Q
 from vramlib import recommend as R
 from vramlib import training as T
 from vramlib import training_feasibility as TF
-from vramlib.errors import VramlibError
+from vramlib.core.errors import VramlibError
 
 SMALL = "llama-3.2-1b"      # 32 heads, 8 KV heads, 16 layers, hidden 2048
 GQA = "llama-3.1-8b"        # 32 heads, 8 KV heads

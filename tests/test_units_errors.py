@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import vramlib as vl
-from vramlib.errors import VramlibError
+from vramlib.core.errors import VramlibError
 
 
 @pytest.mark.parametrize("text,expected", [

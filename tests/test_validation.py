@@ -8,7 +8,7 @@ import pytest
 
 import vramlib as vl
 from vramlib import validation as V
-from vramlib.errors import VramlibError
+from vramlib.core.errors import VramlibError
 
 ROOT = Path(__file__).resolve().parents[1]
 BIB = (ROOT / "book" / "references.bib").read_text()
@@ -222,11 +222,11 @@ def test_published_table_and_panel_compute():
 
 def test_widget_panel_and_figures():
     pytest.importorskip("ipywidgets")
-    from vramlib.widgets import evaluate_panel
+    from vramlib.present.widgets import evaluate_panel
     html = evaluate_panel(V.published_compute, {"entry": "deepspeed-t0-3b-zero3"})
     assert "46.9" in html or "50.3" in html
     assert "vramlib-error" in evaluate_panel(V.published_compute, {"entry": "bogus"})
-    V.published_panel()
+    vl.widgets.published_panel()
     import matplotlib
     matplotlib.use("Agg")
     assert V.parity_plot().get_xscale() == "log"

@@ -3,9 +3,9 @@ update time is measured by tools/bench.py)."""
 import pytest
 
 import vramlib as vl
-from vramlib.training_feasibility import max_seq_for_training
-from vramlib.widgets import evaluate_panel
-from vramlib.widgets.training import training_compute, training_panel
+from vramlib.solve.training_feasibility import max_seq_for_training
+from vramlib.present.widgets import evaluate_panel
+from vramlib.present.widgets.training import training_compute, training_panel
 from costs import assert_warm_updates_compile_nothing
 
 BASE = dict(n_heads=52, n_kv_heads=52, precision="bf16", method="qlora", lora_rank=16, optimizer="adamw",
@@ -86,7 +86,7 @@ def test_panel_builds():
 def test_integer_boxes_never_clamp_and_say_so_in_place():
     """ipywidgets' BoundedIntText silently turns 10^9 tokens into its maximum; the panels' boxes show a message."""
     pytest.importorskip("ipywidgets")
-    from vramlib.widgets import inference_panel
+    from vramlib.present.widgets import inference_panel
 
     box = inference_panel("llama-2-13b")
     ctl = {c.description: c for row in box.children[:-1] for c in row.children}

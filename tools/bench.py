@@ -11,7 +11,7 @@ absolute times, so that a loaded machine does not fail them:
   target divided by what the calibration takes on the reference machine (``REFERENCE_CALIBRATION_S``). The
   targets themselves (issue 2: import < 1 s, calls < 5 ms, widget update < 50 ms; issue 4: the 1,024-GPU plan
   search < 1 s) are printed as information;
-* a warm call must compile nothing (sympy.lambdify calls, counted: vramlib.formulas.LAMBDIFY_CALLS);
+* a warm call must compile nothing (sympy.lambdify calls, counted: vramlib.core.formulas.LAMBDIFY_CALLS);
 * for the widget updates, the first call after the lambdify caches are cleared ("cold") is shown next to the
   warm ones: the best warm update must be at least ``MIN_SPEEDUP`` times faster;
 * ``import vramlib`` is timed in 5 fresh interpreters (medians), ``import sympy`` first and alone: its verdict is
@@ -159,8 +159,8 @@ def import_time() -> tuple[float, float, float, float]:
 
 def main() -> int:
     import vramlib as vl
-    from vramlib.widgets import evaluate_panel, inference_compute
-    from vramlib.widgets.training import training_compute
+    from vramlib.present.widgets import evaluate_panel, inference_compute
+    from vramlib.present.widgets.training import training_compute
 
     imp, imp_sympy, imp_cal, own = import_time()
     m = vl.get_model("llama-2-13b")

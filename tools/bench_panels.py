@@ -5,7 +5,7 @@ Run: `.venv/bin/python tools/bench_panels.py`. Per calculator, as in tools/bench
 caches cleared first), then 20 warm updates, each after one run of the calibration workload, in this one process.
 Verdicts (exit status 1 when one fails): every warm update, its best run over the calibration's best, stays under
 the budget in calibration units (issue 3's target, 50 ms, divided by the reference calibration time; the ms are
-information), compiles nothing (vramlib.formulas.LAMBDIFY_CALLS), and is at least ``MIN_SPEEDUP`` times faster
+information), compiles nothing (vramlib.core.formulas.LAMBDIFY_CALLS), and is at least ``MIN_SPEEDUP`` times faster
 than the cold one when that lambdified. The test suite times nothing (tests/costs.py counts instead).
 Exit status 2: no built book.
 """

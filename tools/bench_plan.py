@@ -8,7 +8,7 @@ enumerated and fit, the numpy evaluations and exact plan_memory calls of a warm 
 
 Verdict (exit status 1 when one fails), as in tools/bench.py: the best warm search in calibration units stays under
 ``--target`` divided by the reference calibration time (the target in ms is information), and a warm search
-compiles nothing (vramlib.formulas.LAMBDIFY_CALLS). The test suite times nothing (tests/costs.py counts instead).
+compiles nothing (vramlib.core.formulas.LAMBDIFY_CALLS). The test suite times nothing (tests/costs.py counts instead).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``python -m vramlib``: the command line (see :mod:`vramlib.cli`)."""
-from .cli import main
+"""``python -m vramlib``: the command line (see :mod:`vramlib.workshop.cli`)."""
+from .workshop.cli import main
 
 raise SystemExit(main())

@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from vramlib import jsgen
-from vramlib.errors import VramlibError
+from vramlib.core.errors import VramlibError
 
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
@@ -79,8 +79,8 @@ def python_result(calc: str, fixed_json: dict[str, Any], values: dict[str, Any])
     except VramlibError as e:
         return {"error": str(e)}
     if isinstance(result, list):  # the bookshelf: [(caption, Shelf), ...]; the page shows the pictures in words
-        from vramlib.bookshelf import shelf_alt_text
-        from vramlib.widgets.bookshelf import shelf_breakdown
+        from vramlib.explain.bookshelf import shelf_alt_text
+        from vramlib.present.widgets.bookshelf import shelf_breakdown
 
         first = result[0][1]
         return {"parts": [[k, v] for k, v in shelf_breakdown(first).items()], "capacity": first.capacity_bytes,
@@ -91,19 +91,19 @@ def python_result(calc: str, fixed_json: dict[str, Any], values: dict[str, Any])
     return {"parts": [[k, v] for k, v in bd.items()], "capacity": cap, "verdict": verdict, "title": bd.title}
 
 
-PANEL_MODULES = ("vramlib.validation",)
-"""Modules outside vramlib.widgets whose panels name a calculator (``validation.published_compute``)."""
+PANEL_MODULES = ("vramlib.explain.validation",)
+"""Modules outside vramlib.present.widgets whose panels name a calculator (``validation.published_compute``)."""
 
 
 def calculators() -> dict[str, Any]:
-    """Calculator name -> the Python compute function of the same name in vramlib.widgets.* (and PANEL_MODULES)"""
+    """Calculator name -> the Python compute function of the same name in vramlib.present.widgets.* (and PANEL_MODULES)"""
     import importlib
     import pkgutil
 
-    import vramlib.widgets as W
+    import vramlib.present.widgets as W
 
     out = {}
-    names = [f"vramlib.widgets.{mod.name}" for mod in pkgutil.iter_modules(W.__path__)] + list(PANEL_MODULES)
+    names = [f"vramlib.present.widgets.{mod.name}" for mod in pkgutil.iter_modules(W.__path__)] + list(PANEL_MODULES)
     for module in names:
         m = importlib.import_module(module)
         for name, obj in vars(m).items():

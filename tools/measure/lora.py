@@ -5,7 +5,7 @@ Nothing is downloaded (``HF_HUB_OFFLINE=1``). Two parts:
 * ``params``: tiny random models of every family (Llama MHA/GQA/MQA, Mistral, Qwen2 with biases, Gemma-2,
   Phi-3 with fused ``qkv_proj`` / ``gate_up_proj``, Mixtral) with ``peft.LoraConfig(r, target_modules)``
   for r in {8, 16, 64} and the target sets ``all-linear`` (peft's own resolution), ``attention`` and ``qv``
-  (the module names ``vramlib.training.lora_modules`` gives); and every catalogue model at its real shape on
+  (the module names ``vramlib.memory.training.lora_modules`` gives); and every catalogue model at its real shape on
   the ``meta`` device with r = 16, ``all-linear``. The count is ``sum(p.numel())`` over parameters with
   ``requires_grad``.
 * ``saved``: the bytes autograd saves for backward in one LoRA training step (frozen base, adapters on,
@@ -42,7 +42,7 @@ from peft import LoraConfig, get_peft_model  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 import vramlib as vl  # noqa: E402
-from vramlib.training import lora_modules  # noqa: E402
+from vramlib.memory.training import lora_modules  # noqa: E402
 
 
 def _load(name: str):

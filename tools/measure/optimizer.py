@@ -16,7 +16,7 @@ their ``.grad``, any fp32 master copies and every tensor in ``optimizer.state``.
 * ``sgd`` (momentum 0.9) and Hugging Face ``Adafactor`` (no first moment), in fp32 and bf16.
 
 Per setup the JSON stores the exact bytes and the bytes per parameter; ``vramlib.optimizer_state_bytes`` and
-``vramlib.training.CONVENTIONS`` are compared in ``vramlib.validation``. bitsandbytes is not installed here:
+``vramlib.memory.training.CONVENTIONS`` are compared in ``vramlib.explain.validation``. bitsandbytes is not installed here:
 its 8-bit optimizers are not measured (vramlib uses their documented constants).
 
 Usage::

@@ -30,7 +30,7 @@ recomputed in backward (Korthikanti et al. 2022, section 5, applied to a HF
 layer).
 
 The results go to ``vramlib/data/measured/saved_bytes.json``; the
-predictions are :func:`vramlib.activations.activation_bytes` with
+predictions are :func:`vramlib.memory.activations.activation_bytes` with
 ``style="hf"``.
 
 Usage::
@@ -283,7 +283,7 @@ def measure(cfg: dict, forward_only: bool = False) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 def spec_for(cfg: dict):
-    from vramlib.models import ModelSpec
+    from vramlib.catalog.models import ModelSpec
     fam = cfg["family"]
     return ModelSpec(
         name=cfg["shape"], n_layers=cfg["layers"], hidden=cfg["hidden"], n_heads=cfg["heads"],
@@ -294,7 +294,7 @@ def spec_for(cfg: dict):
 
 
 def predict(cfg: dict, scope: str) -> int:
-    from vramlib.activations import activation_bytes
+    from vramlib.memory.activations import activation_bytes
     return activation_bytes(spec_for(cfg), seq=cfg["seq"], batch=cfg["batch"], dtype=cfg["dtype"],
                             attention=cfg["attention"], recompute=cfg["recompute"], style="hf", scope=scope)
 

@@ -1,0 +1,205 @@
+"""Storage formats: bits per element *including* each format's overheads, with sources.
+
+Plain formats (fp32 ... int4) store every tensor at one width, which is the
+source document's arithmetic (13e9 x 0.5 B for "INT4"). Real quantized
+formats (NF4, GPTQ, AWQ, GGUF) carry scales and zero points per block or
+group, and keep some tensors (embeddings, LM head, norms, biases) in 16 or
+32 bits: :func:`~vramlib.precision.tensor_bits` says which, and ``weights_bytes`` counts them.
+Used in: chapters 1, 2, 5, 6, 7, 14.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from ..core.errors import InvalidValueError, UnknownNameError
+
+# GGML block types: bytes per block / weights per block (llama.cpp ggml-common.h block structs)
+GGML_BITS: dict[str, Fraction] = {
+    "f32": Fraction(32), "f16": Fraction(16),
+    "q8_0": Fraction(34 * 8, 32),    # 32 int8 + fp16 scale
+    "q4_0": Fraction(18 * 8, 32),    # 32 x 4 bit + fp16 scale
+    "q6_k": Fraction(210 * 8, 256),  # super-block of 256: 6-bit quants, int8 sub-scales, fp16 d
+    "q5_k": Fraction(176 * 8, 256),
+    "q4_k": Fraction(144 * 8, 256),
+    "q3_k": Fraction(110 * 8, 256),
+    "q2_k": Fraction(84 * 8, 256),
+}
+
+WEIGHT_KINDS = ("embed", "pos_embed", "lm_head", "attn_q", "attn_k", "attn_v", "attn_o",
+                "mlp_gate", "mlp_up", "mlp_down", "router", "norm", "bias")
+"""Tensor kinds a :class:`~vramlib.models.ModelSpec` reports in ``param_groups()``."""
+LINEAR_KINDS = ("attn_q", "attn_k", "attn_v", "attn_o", "mlp_gate", "mlp_up", "mlp_down")
+
+
+@dataclass(frozen=True)
+class Precision:
+    """A named storage format.
+
+    ``bits`` is the average bits per quantized element, constants included;
+    ``keeps`` maps tensor kinds the format leaves unquantized to their bits.
+    ``gguf`` names a llama.cpp mix whose per-tensor types :func:`~vramlib.precision.tensor_bits` resolves.
+    """
+
+    name: str
+    bits: Fraction
+    description: str
+    source: str
+    keeps: tuple[tuple[str, int], ...] = ()
+    gguf: str | None = None
+    is_float: bool = False
+    overhead_note: str = ""
+    aliases: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def bytes_per_element(self) -> Fraction:
+        """Bytes per quantized element (exact fraction), e.g. 2 for fp16, 1/2 for int4."""
+        return self.bits / 8
+
+    @property
+    def bits_float(self) -> float:
+        return float(self.bits)
+
+
+def group_quant_bits(bits: int, group: int, scale_bits: int = 16, zero_bits: int | None = None) -> Fraction:
+    """Bits per weight of a group-wise format: ``bits + (scale + zero) / group`` (GPTQ, AWQ)."""
+    zero_bits = bits if zero_bits is None else zero_bits
+    return Fraction(bits) + Fraction(scale_bits + zero_bits, group)
+
+
+_KEEP16 = (("embed", 16), ("pos_embed", 16), ("lm_head", 16), ("norm", 16), ("bias", 16), ("router", 16))
+
+# NF4 (bitsandbytes / QLoRA, Dettmers et al. 2023): 64 weights per block with an fp32 absmax;
+# double quantization stores the absmax as 8 bits with one fp32 constant per 256 blocks:
+# 32/64 = 0.5 bit/param without DQ, 8/64 + 32/(64*256) = 0.127 bit/param with it (paper, section 3).
+NF4_BITS = Fraction(4) + Fraction(32, 64)
+NF4_DQ_BITS = Fraction(4) + Fraction(8, 64) + Fraction(32, 64 * 256)
+
+_BASE: dict[str, Precision] = {}
+
+
+def _add(p: Precision) -> None:
+    _BASE[p.name] = p
+
+
+_add(Precision("fp32", Fraction(32), "IEEE single precision", "IEEE 754", is_float=True))
+_add(Precision("tf32", Fraction(32), "TensorFloat-32: a compute mode; stored as 32-bit floats",
+               "NVIDIA A100 whitepaper", is_float=True))
+_add(Precision("bf16", Fraction(16), "bfloat16", "Google Brain bfloat16", is_float=True))
+_add(Precision("fp16", Fraction(16), "IEEE half precision", "IEEE 754", is_float=True))
+_add(Precision("fp8-e4m3", Fraction(8), "FP8 E4M3 (weights/activations; per-tensor scales ignored)",
+               "Micikevicius et al. 2022, FP8 formats", is_float=True))
+_add(Precision("fp8-e5m2", Fraction(8), "FP8 E5M2 (gradients; per-tensor scales ignored)",
+               "Micikevicius et al. 2022, FP8 formats", is_float=True))
+_add(Precision("int8", Fraction(8), "8-bit integers, every tensor, no scales (the source's arithmetic)",
+               "the source document", overhead_note="idealised: real INT8 keeps scales and 16-bit embeddings"))
+_add(Precision("int4", Fraction(4), "4-bit integers, every tensor, no scales (the source's arithmetic)",
+               "the source document", overhead_note="idealised: real 4-bit formats carry scales; see nf4, gptq, awq, gguf"))
+_add(Precision("nf4", NF4_BITS, "bitsandbytes NormalFloat4, blocks of 64 with an fp32 absmax",
+               "Dettmers et al. 2023 (QLoRA); bitsandbytes", keeps=_KEEP16))
+_add(Precision("nf4-dq", NF4_DQ_BITS, "NF4 with double quantization of the block constants",
+               "Dettmers et al. 2023 (QLoRA), 0.127 bits/param of constants", keeps=_KEEP16))
+for _name, _gg, _desc in [
+    ("q8_0", "q8_0", "GGUF Q8_0: blocks of 32 int8 + fp16 scale"),
+    ("q6_k", "q6_k", "GGUF Q6_K: 256-weight super-blocks"),
+    ("q5_k_m", "q5_k_m", "GGUF Q5_K_M: Q5_K with Q6_K for some attn_v / ffn_down layers"),
+    ("q4_k_m", "q4_k_m", "GGUF Q4_K_M: Q4_K with Q6_K for some attn_v / ffn_down layers"),
+    ("q4_0", "q4_0", "GGUF Q4_0: blocks of 32 x 4 bit + fp16 scale"),
+    ("q3_k_m", "q3_k_m", "GGUF Q3_K_M: Q3_K with Q4_K/Q5_K for attn_v, attn_output, ffn_down"),
+    ("q2_k", "q2_k", "GGUF Q2_K: Q2_K with Q3_K/Q4_K for attn_v and ffn_down"),
+]:
+    _base_type = _gg.split("_m")[0] if _gg.endswith("_m") else _gg
+    _add(Precision(_name, GGML_BITS[_base_type], _desc,
+                   "llama.cpp: ggml block structs and llama_tensor_get_type (mix rules)",
+                   keeps=(("norm", 32), ("bias", 32), ("router", 32)), gguf=_gg))
+
+_GROUP_RE = re.compile(r"^(gptq|awq)-(\d)bit-g(\d+)$")
+
+
+def _group_precision(kind: str, nbits: int, group: int) -> Precision:
+    # GPTQ (AutoGPTQ/Optimum): int32-packed qweight, fp16 scales and packed zero points per group and
+    # output column; AWQ (AutoAWQ GEMM) stores the same. Embeddings, LM head and norms stay fp16.
+    src = ("Frantar et al. 2023 (GPTQ); AutoGPTQ packing" if kind == "gptq"
+           else "Lin et al. 2024 (AWQ); AutoAWQ packing")
+    return Precision(f"{kind}-{nbits}bit-g{group}", group_quant_bits(nbits, group),
+                     f"{kind.upper()} {nbits}-bit, group size {group}: fp16 scale + {nbits}-bit zero per group",
+                     src, keeps=_KEEP16)
+
+
+def precision_names() -> list[str]:
+    """All catalogue names (group formats also accept any group size: ``gptq-4bit-g32``)."""
+    return sorted(list(_BASE) + ["gptq-4bit-g128", "awq-4bit-g128"])
+
+
+def get_precision(name: str | Precision, field: str = "precision") -> Precision:
+    """Look up a format by name (case-insensitive; ``_`` and ``-`` equivalent for GGUF names)."""
+    if isinstance(name, Precision):
+        return name
+    if not isinstance(name, str):
+        raise InvalidValueError(field, name, "give a format name such as 'fp16', 'int4', 'nf4-dq', 'q4_k_m'")
+    key = name.strip().lower()
+    if key in _BASE:
+        return _BASE[key]
+    alt = key.replace("-", "_") if key.startswith("q") else key.replace("_", "-")
+    if alt in _BASE:
+        return _BASE[alt]
+    m = _GROUP_RE.match(key)
+    if m:
+        nbits, group = int(m.group(2)), int(m.group(3))
+        if nbits not in (2, 3, 4, 8) or group <= 0:
+            raise InvalidValueError(field, name, "group formats take 2, 3, 4 or 8 bits and a positive group size")
+        return _group_precision(m.group(1), nbits, group)
+    raise UnknownNameError(field, name, precision_names())
+
+
+def _use_more_bits(i_layer: int, n_layers: int) -> bool:
+    """llama.cpp's use_more_bits: first and last eighth of the layers, and every third in between."""
+    return i_layer < n_layers // 8 or i_layer >= 7 * n_layers // 8 or (i_layer - n_layers // 8) % 3 == 2
+
+
+def _gguf_layer_type(mix: str, kind: str, i: int, n: int, gqa: int, n_experts: int = 0) -> str:
+    """The GGML type llama.cpp picks for one tensor of layer i (simplified llama_tensor_get_type)."""
+    base = mix[:-2] if mix.endswith("_m") else mix
+    if n_experts >= 8 and kind == "attn_v" and mix != "q8_0":
+        return "q8_0"  # "for the 8-expert model, bumping this to Q8_0 trades just ~128MB"
+    if n_experts >= 8 and kind == "mlp_down" and mix in ("q4_k_m", "q5_k_m"):
+        return base  # expert ffn_down tensors are counted per expert, so few get the upgrade
+    if mix in ("q4_k_m", "q5_k_m") and kind in ("attn_v", "mlp_down"):
+        return "q6_k" if _use_more_bits(i, n) else base
+    if mix == "q3_k_m":
+        if kind == "attn_v":
+            return "q5_k" if i < 2 else "q4_k"
+        if kind == "attn_o":
+            return "q4_k"
+        if kind == "mlp_down":
+            return "q5_k" if i < n // 16 else ("q4_k" if _use_more_bits(i, n) else "q3_k")
+    if mix == "q2_k":
+        if kind == "attn_v":
+            return "q4_k" if gqa >= 4 else "q3_k"
+        if kind == "mlp_down":
+            return "q3_k"
+    return base
+
+
+def tensor_bits(prec: Precision, kind: str, n_layers: int = 1, gqa: int = 1, n_experts: int = 0) -> Fraction:
+    """Average bits per element for tensors of ``kind`` under ``prec`` (over all layers for GGUF mixes)."""
+    keeps = dict(prec.keeps)
+    if kind in keeps:
+        return Fraction(keeps[kind])
+    if prec.gguf is None:
+        return prec.bits
+    if kind == "lm_head":
+        return GGML_BITS["q8_0"] if prec.gguf == "q8_0" else GGML_BITS["q6_k"]
+    if kind in ("embed", "pos_embed"):
+        return prec.bits
+    types = [_gguf_layer_type(prec.gguf, kind, i, n_layers, gqa, n_experts) for i in range(n_layers)]
+    return sum((GGML_BITS[t] for t in types), Fraction(0)) / n_layers
+
+
+def kv_bytes_per_element(dtype: str | Precision) -> Fraction:
+    """Bytes per cached K/V element: float formats and plain int8/int4 only (KV caches are not GPTQ'd)."""
+    p = get_precision(dtype, field="kv_dtype")
+    if p.keeps or p.gguf:
+        raise InvalidValueError("kv_dtype", p.name, "KV caches are stored as fp32, bf16, fp16, fp8-e4m3, fp8-e5m2, int8 or int4")
+    return p.bytes_per_element

@@ -1,0 +1,3 @@
+"""Layer 6, explanations: the source's own arithmetic (audit), design levers, bookshelf diagrams,
+validation against measurements.
+"""

@@ -1,0 +1,658 @@
+"""Validation: vramlib's predictions against measured and published memory.
+
+Measurements live in ``data/measured/*.json`` (each with the command that reproduces it and the library
+versions; the scripts are in ``tools/measure/``); published figures with their sources in
+``data/published_measurements.json``. This module loads them, recomputes every prediction with the current
+vramlib (so a drifting formula shows up here, not only when the measurements are re-run), and summarises
+the errors. The relative error of a row is (predicted - measured) / measured: positive when vramlib
+over-estimates.
+
+The real optimizer's bytes per parameter come from ``optimizer.json`` (what ``torch.optim`` allocated) and
+are evaluated with :data:`vramlib.formulas.MODEL_STATES_BYTES`, the same expression the conventions use.
+
+Used in: chapter 16 (validation).
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import sympy as sp
+
+from ..core import formulas as F
+from ..memory.activations import activation_bytes
+from ..memory.breakdown import Breakdown
+from ..core.errors import InvalidValueError, UnknownNameError, check_choice
+from ..solve.feasibility import kv_budget_bytes
+from ..catalog.hardware import get_gpu
+from ..memory.inference import kv_bytes_per_token, kv_cache_bytes, prefill_workspace_bytes, weights_bytes
+from ..catalog.models import ModelSpec, get_model, model_names
+from ..plans.parallel import deepspeed_zero3_estimate, zero_model_states
+from ..catalog.precision import get_precision
+from ..core.symbols import E as S_E, b_a as S_ba
+from ..memory.training import CONVENTIONS, OPTIMIZERS, lora_params, optimizer_state_bytes, training_memory
+from ..core.units import GB, GiB, gb
+
+MEASUREMENTS = ("param_counts", "saved_bytes", "kv_cache", "lora", "optimizer", "cuda_memory")
+"""The measurement files in ``data/measured/`` (``cuda_memory`` exists only after a run on a GPU)."""
+
+COMPONENTS = ("parameters", "KV cache", "KV per token (config)", "activations (hf)", "activations (megatron)",
+              "LoRA parameters", "optimizer state")
+"""Components compared with measurements, in the order the chapter shows them."""
+
+PUBLISHED_KINDS = ("measurement", "tool-estimate", "paper-estimate", "documented", "bound")
+"""Kinds of published figure: a log or profiler reading, an estimator's output, a paper's computed figure,
+a documented constant, and a capacity a workload ran within (a verdict, no error)."""
+
+UNIT_BYTES = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": GiB, "MB": 10**6, "GB": GB, "TB": 10**12,
+              "B/param": 1, "G-params": 10**9}
+"""Units of the published values (the unit the number really is in, whatever the source printed)."""
+
+
+P_pred, M_meas = sp.symbols("P M", positive=True)
+RELATIVE_ERROR = (P_pred - M_meas) / M_meas
+"""Relative error of a prediction P against a measurement M; positive when vramlib over-estimates. Chapter 16."""
+
+
+def relative_error(predicted: int, measured: int) -> float:
+    """Evaluates :data:`RELATIVE_ERROR` exactly, returned as a float."""
+    return float(F.evaluate(RELATIVE_ERROR, P=Fraction(predicted), M=Fraction(measured)))
+
+
+def _data_dir() -> Path:
+    return Path(str(resources.files("vramlib") / "data"))
+
+
+# --- loading ---------------------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=None)
+def load_measured(name: str) -> dict:
+    """One measurement file (``data/measured/<name>.json``) as stored."""
+    name = check_choice("measurement", name, MEASUREMENTS)
+    path = _data_dir() / "measured" / f"{name}.json"
+    if not path.exists():
+        raise InvalidValueError("measurement", name, f"not measured yet: run {_command(name)}")
+    return json.loads(path.read_text())
+
+
+def _command(name: str) -> str:
+    script = {"saved_bytes": "saved_tensors"}.get(name, name)
+    return f"python tools/measure/{script}.py"
+
+
+def available_measurements() -> list[str]:
+    """The measurement files present (``cuda_memory`` only after a GPU run)."""
+    return [n for n in MEASUREMENTS if (_data_dir() / "measured" / f"{n}.json").exists()]
+
+
+def provenance() -> list[dict]:
+    """For each measurement file: the command that reproduces it, library versions, device, row count."""
+    out = []
+    for name in available_measurements():
+        d = load_measured(name)
+        rows = d.get("rows", d.get("models", {}))
+        out.append({"file": f"{name}.json", "command": d.get("command", ""), "torch": d.get("torch", ""),
+                    "transformers": d.get("transformers", ""), "peft": d.get("peft", ""),
+                    "device": d.get("gpu", d.get("device", "")), "rows": len(rows)})
+    return out
+
+
+# --- rows and errors -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    """One comparison: a measured number of bytes (or parameters) and vramlib's prediction for it."""
+
+    component: str
+    id: str
+    measured: int
+    predicted: int
+    note: str = ""
+
+    @property
+    def error(self) -> float:
+        """Relative error (predicted - measured) / measured; positive when vramlib over-estimates."""
+        return relative_error(self.predicted, self.measured)
+
+    @property
+    def exact(self) -> bool:
+        return self.predicted == self.measured
+
+    def to_dict(self) -> dict:
+        return {"component": self.component, "id": self.id, "measured": self.measured, "predicted": self.predicted,
+                "error %": 100 * self.error, "note": self.note}
+
+
+def error_stats(rows: list[Row]) -> dict:
+    """n, exact count, median and maximum of ``|relative error|``, mean signed error (fractions, not %)."""
+    if not rows:
+        raise InvalidValueError("rows", "[]", "need at least one row")
+    abs_err = [abs(r.error) for r in rows]
+    return {"n": len(rows), "exact": sum(r.exact for r in rows), "median": statistics.median(abs_err),
+            "max": max(abs_err), "mean_signed": statistics.fmean(r.error for r in rows)}
+
+
+def param_rows() -> list[Row]:
+    """Every catalogue model: transformers' parameter count (meta device) against ``ModelSpec.n_params``."""
+    d = load_measured("param_counts")
+    return [Row("parameters", k, v["n_params"], get_model(k).n_params) for k, v in sorted(d["models"].items())]
+
+
+def _tiny_spec(row: dict) -> ModelSpec:
+    return ModelSpec.from_hf_config(row["hf_config"], name=row["model"])
+
+
+def kv_rows(parts: tuple[str, ...] = ("catalogue", "tiny")) -> list[Row]:
+    """Bytes held by transformers' DynamicCache against ``kv_cache_bytes`` (catalogue: meta device, real shapes)."""
+    rows = []
+    for r in load_measured("kv_cache")["rows"]:
+        if r["part"] not in parts or r["part"] not in ("catalogue", "tiny"):
+            continue
+        model = r["model"] if r["part"] == "catalogue" else _tiny_spec(r)
+        pred = kv_cache_bytes(model, tokens=r["tokens"], batch=r["batch"], dtype=r["dtype"])
+        rows.append(Row("KV cache", r["id"], r["bytes"], pred, r["step"]))
+    return rows
+
+
+def kv_config_rows() -> list[Row]:
+    """2 x L x n_kv x head_dim x 2 bytes read from transformers' config object against ``kv_bytes_per_token``."""
+    return [Row("KV per token (config)", r["id"], r["bytes"], kv_bytes_per_token(r["model"], "fp16"))
+            for r in load_measured("kv_cache")["rows"] if r["part"] == "config"]
+
+
+def kv_sliding_rows() -> list[dict]:
+    """Sliding-window layers past the window: measured, vramlib's full-context count, the windowed count."""
+    out = []
+    for r in load_measured("kv_cache")["rows"]:
+        if r["part"] != "sliding":
+            continue
+        model = r["model"] if r["id"].startswith("sliding/") else _tiny_spec(r)
+        full = kv_cache_bytes(model, tokens=r["tokens"], batch=r["batch"], dtype=r["dtype"])
+        out.append({"id": r["id"], "tokens": r["tokens"], "window": r["sliding_window"],
+                    "sliding layers": r["sliding_layers"], "measured": r["bytes"], "vramlib (full context)": full,
+                    "windowed count": r["predicted_windowed"], "storage held": r.get("storage_bytes"),
+                    "vramlib error %": 100 * relative_error(full, r["bytes"])})
+    return out
+
+
+def _saved_spec(cfg: dict, name: str) -> ModelSpec:
+    """The ModelSpec of a saved-tensor measurement shape (as tools/measure/saved_tensors.py builds it)."""
+    fam = cfg["family"]
+    return ModelSpec(name, cfg["layers"], cfg["hidden"], cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["ffn"],
+                     cfg["vocab"], qkv_bias=fam == "qwen2", tied_embeddings=fam == "gemma2",
+                     norms_per_layer=4 if fam == "gemma2" else 2, n_experts=cfg.get("experts", 0),
+                     experts_per_token=cfg.get("top_k", 0), fused_qkv=fam == "phi3", fused_gate_up=fam == "phi3",
+                     family=fam)
+
+
+def activation_rows(style: str = "hf", scope: str | None = None, sixteen_bit_only: bool = False) -> list[Row]:
+    """Bytes saved for backward (saved_bytes.json) against ``activation_bytes(style=...)``.
+
+    ``style="megatron"`` (Korthikanti et al.) assumes 16-bit activations; ``sixteen_bit_only`` keeps those rows.
+    """
+    rows = []
+    for r in load_measured("saved_bytes")["rows"]:
+        cfg = r["config"]
+        if (scope and r["scope"] != scope) or (sixteen_bit_only and cfg["dtype"] == "fp32"):
+            continue
+        pred = activation_bytes(_saved_spec(cfg, r["shape"]), seq=cfg["seq"], batch=cfg["batch"], dtype=cfg["dtype"],
+                                attention=cfg["attention"], recompute=cfg["recompute"], style=style,
+                                scope=r["scope"])
+        rows.append(Row(f"activations ({style})", r["id"], r["bytes"], pred))
+    return rows
+
+
+def activation_configs() -> int:
+    """Distinct measured configurations (shape, dtype, attention, recompute) behind the activation rows."""
+    return len({r["id"].rsplit("/", 1)[0] for r in load_measured("saved_bytes")["rows"]})
+
+
+def lora_param_rows(part: str | None = None) -> list[Row]:
+    """peft's trainable parameters (tiny models: r 8/16/64, three target sets; catalogue: r 16 all-linear)."""
+    rows = []
+    for r in load_measured("lora")["rows"]:
+        if r["part"] not in ("params", "catalogue") or "params" not in r or (part and r["part"] != part):
+            continue
+        model = r["model"] if r["part"] == "catalogue" else _tiny_spec(r)
+        rows.append(Row("LoRA parameters", r["id"], r["params"], lora_params(model, r["rank"], r["targets"], allow_wide_rank=True),
+                        ", ".join(r["modules"])))
+    return rows
+
+
+def lora_saved_rows(adapters: str | None = "base", targets: str | None = None, scope: str | None = None) -> list[Row]:
+    """Bytes a LoRA step saves for backward (measured) against ``activation_bytes`` (which models full fine-tuning).
+
+    ``adapters``: "base" (adapters in the base dtype), "fp32" (peft's default for a 16-bit base), "fp32-autocast".
+    """
+    rows = []
+    for r in load_measured("lora")["rows"]:
+        if r["part"] != "saved":
+            continue
+        cfg = r["config"]
+        if (adapters and cfg["adapters"] != adapters) or (targets and cfg["targets"] != targets) or \
+                (scope and r["scope"] != scope):
+            continue
+        pred = activation_bytes(_saved_spec(cfg, r["shape"]), seq=cfg["seq"], batch=cfg["batch"], dtype=cfg["dtype"],
+                                attention=cfg["attention"], recompute=cfg["recompute"], scope=r["scope"])
+        rows.append(Row("LoRA activations (full-FT formula)", r["id"], r["bytes"], pred,
+                        f"{cfg['targets']}, adapters {cfg['adapters']}"))
+    return rows
+
+
+def lora_saved_table(scope: str = "layer") -> list[dict]:
+    """Per shape and setup: full fine-tuning measured, the LoRA step measured, and LoRA / full in %."""
+    out = []
+    for r in load_measured("lora")["rows"]:
+        if r["part"] != "saved" or r["scope"] != scope:
+            continue
+        c = r["config"]
+        full = r["full_finetune_measured"] or r["full_finetune_predicted"]
+        out.append({"shape": r["shape"], "dtype": c["dtype"], "attention": c["attention"],
+                    "recompute": c["recompute"], "targets": c["targets"], "adapters": c["adapters"],
+                    "full fine-tuning": full, "LoRA": r["bytes"], "LoRA / full %": 100 * float(Fraction(r["bytes"], full)),
+                    "error of activation_bytes %": 100 * relative_error(r["full_finetune_predicted"], r["bytes"])})
+    return out
+
+
+def lora_saved_summary(scope: str = "layer") -> dict:
+    """LoRA / full fine-tuning saved bytes (fractions), min and max over the dense shapes, per adapter setup and
+    targets, without recomputation; the MoE shape (peft's adapters on fused experts) under its own key "moe/...". """
+    out: dict[str, dict] = {}
+    for r in lora_saved_table(scope):
+        if r["recompute"] != "none":
+            continue
+        key = ("moe/" if r["shape"].startswith("mixtral") else "") + f"{r['adapters']}/{r['targets']}"
+        ratio = r["LoRA / full %"] / 100
+        cur = out.setdefault(key, {"min": ratio, "max": ratio, "n": 0})
+        cur["min"], cur["max"], cur["n"] = min(cur["min"], ratio), max(cur["max"], ratio), cur["n"] + 1
+    return out
+
+
+MOE_LORA_MERGED_BYTES = S_E * F.MLP_PARAMS * S_ba
+"""Bytes per MoE layer that a peft LoRA step on fused experts (transformers 5, peft's target_parameters) saves on
+top of the activations: W + BA of every expert, merged in the forward pass and saved by the grouped matrix product
+(measured on the tiny Mixtral in ``lora.json``; independent of the tokens). Chapter 16."""
+
+
+def moe_lora_merged_bytes(model: ModelSpec | str, dtype: str = "bf16", scope: str = "layer") -> int:
+    """:data:`MOE_LORA_MERGED_BYTES` for one layer (``scope="layer"``) or all layers (``"model"``) of an MoE model;
+    0 for a dense model."""
+    m = get_model(model)
+    scope = check_choice("scope", scope, ("layer", "model"))
+    if not m.is_moe:
+        return 0
+    vals = m.symbols()
+    per_layer = F.evaluate(MOE_LORA_MERGED_BYTES, E=vals["E"], g=vals["g"], h=vals["h"], f=vals["f"],
+                           b_a=get_precision(dtype, field="dtype").bytes_per_element)
+    return F.to_int_bytes(per_layer * (m.n_layers if scope == "model" else 1))
+
+
+def activation_coefficient(model: ModelSpec | str, seq: int, batch: int = 1, dtype: str = "bf16",
+                           attention: str = "sdpa", style: str = "hf") -> float:
+    """Bytes one decoder layer saves per (batch x seq x hidden): the source's "34 to 40" coefficient, measured-exact
+    for the hf style (chapter 16's "What the source says")."""
+    m = get_model(model)
+    per_layer = activation_bytes(m, seq, batch, dtype, attention=attention, style=style)
+    return float(Fraction(per_layer, batch * seq * m.hidden))
+
+
+def optimizer_rows() -> list[Row]:
+    """``torch.optim`` state after one step (scalar step counters left out) against ``optimizer_state_bytes``."""
+    d = load_measured("optimizer")
+    spec = _optimizer_spec(d)
+    name = {"fp32": "adamw", "bf16": "adamw", "autocast": "adamw", "bf16-master": "adamw", "sgd-fp32": "sgd",
+            "sgd-bf16": "sgd", "adafactor-fp32": "adafactor", "adafactor-bf16": "adafactor"}
+    return [Row("optimizer state", r["setup"], r["state_bytes"] - r["state_step_bytes"],
+                optimizer_state_bytes(spec, name[r["setup"]]), f"{r['param_dtype']} parameters")
+            for r in d["rows"]]
+
+
+def _optimizer_spec(d: dict) -> ModelSpec:
+    s = d["shape"]
+    return ModelSpec("optimizer-probe", s["layers"], s["hidden"], s["heads"], s["kv_heads"], s["hidden"] // s["heads"],
+                     s["ffn"], s["vocab"], family="llama")
+
+
+def component_rows() -> dict[str, list[Row]]:
+    """Every comparison by component (the chapter's tables, parity plot and error figure)."""
+    return {"parameters": param_rows(), "KV cache": kv_rows(), "KV per token (config)": kv_config_rows(),
+            "activations (hf)": activation_rows("hf"),
+            "activations (megatron)": activation_rows("megatron", sixteen_bit_only=True),
+            "LoRA parameters": lora_param_rows(), "optimizer state": optimizer_rows()}
+
+
+def component_summary() -> list[dict]:
+    """One line per component: rows, exact rows, median and maximum ``|error|`` in %, mean signed error in %."""
+    out = []
+    for comp, rows in component_rows().items():
+        s = error_stats(rows)
+        out.append({"component": comp, "rows": s["n"], "exact": s["exact"], "median |error| %": 100 * s["median"],
+                    "max |error| %": 100 * s["max"], "mean signed error %": 100 * s["mean_signed"]})
+    return out
+
+
+# --- the real optimizer against the conventions -----------------------------------------------------------------
+
+REAL_SETUPS = {
+    "fp32": "fp32 parameters, torch.optim.AdamW",
+    "bf16": "bf16 parameters (model.to(bfloat16)), torch.optim.AdamW: moments in bf16",
+    "autocast": "fp32 parameters under torch.autocast(bf16): the parameters are the master copy",
+    "bf16-master": "bf16 parameters + hand-made fp32 master copy and fp32 master gradients (Megatron/apex O2 style)",
+}
+"""The AdamW setups measured on the CPU (``optimizer.json``)."""
+
+CONVENTION_SETUPS = {
+    "source-12": "no PyTorch default: bf16 parameters and gradients with fp32 moments (bitsandbytes' 32-bit Adam "
+                 "keeps fp32 state for bf16 parameters; QLoRA's LoRA adapters)",
+    "mixed-fp32-master": "ZeRO's 2 + 2 + 12 (DeepSpeed ZeRO-1/2 with 16-bit gradients); the same 16 bytes as fp32 "
+                         "parameters under torch.autocast, split differently (4 + 4 + 8)",
+    "deepspeed": "bf16 parameters, fp32 gradients, fp32 master, Adam: Megatron's 18 and DeepSpeed's ZeRO-3 "
+                 "estimator",
+}
+"""Which real setup each of vramlib's conventions describes."""
+
+
+def _per_param(setup: str) -> dict:
+    rows = {r["setup"]: r for r in load_measured("optimizer")["rows"]}
+    if setup not in rows:
+        raise UnknownNameError("setup", setup, rows)
+    return rows[setup]["per_param"]
+
+
+def real_setup_bytes(model: ModelSpec | str, setup: str = "bf16") -> Breakdown:
+    """Model states of ``model`` with the bytes per parameter ``torch.optim.AdamW`` really allocated in ``setup``
+    (measured on the CPU, ``optimizer.json``), evaluated with formulas.MODEL_STATES_BYTES."""
+    m = get_model(model)
+    setup = check_choice("setup", setup, REAL_SETUPS)
+    pp = _per_param(setup)
+    n = m.weight_params
+
+    def part(**b) -> int:
+        vals = dict(b_w=0, b_g=0, b_m=0, b_o=0)
+        vals.update({k: Fraction(v).limit_denominator(1000) for k, v in b.items()})
+        return F.to_int_bytes(F.evaluate(F.MODEL_STATES_BYTES, N_t=n, **vals))
+    parts = {"weights": part(b_w=pp["weights"]), "gradients": part(b_g=pp["grads"])}
+    if pp["master"]:
+        parts["master weights (fp32)"] = part(b_m=pp["master"])
+        parts["master gradients (fp32)"] = part(b_m=pp["master_grads"])
+    parts["optimizer states"] = part(b_o=pp["optimizer"])
+    return Breakdown(parts, title=f"{m.name}: torch.optim.AdamW, {setup}")
+
+
+def model_states_comparison(model: ModelSpec | str) -> dict[str, Breakdown]:
+    """Model states of ``model`` under each vramlib convention and each measured AdamW setup, by label."""
+    m = get_model(model)
+    out = {f"{c}\n(convention)": zero_model_states(m.weight_params, convention=c) for c in CONVENTIONS}
+    out.update({f"{s}\n(measured)": real_setup_bytes(m, s) for s in REAL_SETUPS})
+    return out
+
+
+def convention_table() -> list[dict]:
+    """vramlib's conventions (bytes per parameter) next to what torch.optim.AdamW measured, and what each matches."""
+    rows = []
+    for name, c in CONVENTIONS.items():
+        per = zero_model_states(1, convention=name).total
+        rows.append({"kind": "vramlib convention", "name": name, "weights": c.weight, "gradients": c.grad,
+                     "master": c.master, "optimizer": int(OPTIMIZERS["adamw"].bytes_per_param), "bytes/param": per,
+                     "what it is": CONVENTION_SETUPS[name]})
+    for setup, text in REAL_SETUPS.items():
+        pp = _per_param(setup)
+        rows.append({"kind": "measured (torch.optim.AdamW)", "name": setup, "weights": pp["weights"],
+                     "gradients": pp["grads"], "master": pp["master"] + pp["master_grads"],
+                     "optimizer": pp["optimizer"],
+                     "bytes/param": pp["weights"] + pp["grads"] + pp["master"] + pp["master_grads"] + pp["optimizer"],
+                     "what it is": text})
+    return rows
+
+
+def autocast_weight_cast_bytes_per_param() -> float:
+    """Transient bf16 copies of the weights autocast saves for backward, per parameter of the probe model."""
+    return _per_param("autocast")["weight_casts_transient"]
+
+
+# --- published measurements ---------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def _published() -> dict:
+    return json.loads((_data_dir() / "published_measurements.json").read_text())
+
+
+def load_published() -> list[dict]:
+    """The published figures with their sources, workloads and mappings to vramlib calls."""
+    return list(_published()["entries"])
+
+
+def published_entry(entry_id: str) -> dict:
+    entries = {e["id"]: e for e in load_published()}
+    if entry_id not in entries:
+        raise UnknownNameError("published entry", entry_id, entries)
+    return entries[entry_id]
+
+
+def published_measured(entry: dict) -> int:
+    """The published value in bytes (or parameters), exactly: value x unit."""
+    unit = entry["measured"]["unit"]
+    if unit not in UNIT_BYTES:
+        raise UnknownNameError("unit", unit, UNIT_BYTES)
+    return int(Fraction(entry["measured"]["value"]) * UNIT_BYTES[unit])
+
+
+def _entry_model(entry: dict, args: dict):
+    model = args.get("model")
+    if model == "@spec":
+        return ModelSpec.from_hf_config(entry["model_hf_config"], name=entry["id"])
+    return model
+
+
+def _n_params(args: dict) -> dict:
+    """A catalogue model given instead of a parameter count: its parameters."""
+    args = dict(args)
+    if "model" in args:
+        args["n_params"] = get_model(args.pop("model")).weight_params
+    return args
+
+
+def _kv_budget_after_prefill(model, memory, weights, tokens, reserve) -> Breakdown:
+    budget = kv_budget_bytes(model, memory, weights, reserve)
+    work = prefill_workspace_bytes(model, tokens, dtype=weights, attention="sdpa")
+    return Breakdown({"kv cache budget": budget - work}, title="memory left for the KV cache")
+
+
+_CALLS = {
+    "weights_bytes": lambda a: weights_bytes(a["model"], a["dtype"]),
+    "kv_cache_bytes": lambda a: kv_cache_bytes(a["model"], a["tokens"], a.get("batch", 1), a["dtype"]),
+    "prefill_workspace_bytes": lambda a: prefill_workspace_bytes(a["model"], a["tokens"], a.get("batch", 1),
+                                                                 a["dtype"], a.get("attention", "sdpa")),
+    "n_params": lambda a: get_model(a["model"]).n_params,
+    "zero_model_states": lambda a: zero_model_states(**_n_params(a)),
+    "deepspeed_zero3_estimate": lambda a: Breakdown({"per-GPU model states (ZeRO-3 estimator)":
+                                                     deepspeed_zero3_estimate(**a).gpu_bytes}),
+    "training_memory": lambda a: training_memory(**a),
+    "activation_bytes": lambda a: activation_bytes(**a),
+    "kv_budget_after_prefill": lambda a: _kv_budget_after_prefill(**a),
+}
+"""The vramlib calls a published entry may map to (a fixed table: nothing is evaluated from text)."""
+
+
+def published_prediction(entry: dict) -> Breakdown:
+    """vramlib's prediction for a published workload, as a Breakdown (one part for single-number calls)."""
+    spec = entry["vramlib"]
+    call = check_choice("vramlib call", spec["call"], _CALLS)
+    args = dict(spec["args"])
+    if "model" in args:
+        args["model"] = _entry_model(entry, args)
+    value = _CALLS[call](args)
+    if isinstance(value, Breakdown):
+        return value
+    return Breakdown({call.replace("_", " "): value}, title=entry["title"])
+
+
+def published_rows() -> list[dict]:
+    """Every published figure against vramlib: measured and predicted (bytes, or parameters), error or verdict."""
+    out = []
+    for e in load_published():
+        pred = published_prediction(e).total
+        if e["kind"] == "bound":
+            cap = get_gpu(e["capacity_gpu"]).memory_bytes
+            out.append({"id": e["id"], "source": e["source"], "kind": e["kind"], "measured": cap, "predicted": pred,
+                        "unit": e["measured"]["unit"], "error": None,
+                        "verdict": "fits" if pred <= cap else "does not fit", "why": e["why"]})
+            continue
+        meas = published_measured(e)
+        err = relative_error(pred, meas)
+        out.append({"id": e["id"], "source": e["source"], "kind": e["kind"], "measured": meas, "predicted": pred,
+                    "unit": e["measured"]["unit"], "error": err, "verdict": _verdict(err), "why": e["why"]})
+    return out
+
+
+def _verdict(err: float) -> str:
+    """exact; agrees (under 0.5 %: the source's rounding); close (under 5 %); under or over."""
+    a = abs(err)
+    if a == 0:
+        return "exact"
+    return "agrees" if a < 0.005 else ("close" if a < 0.05 else ("under" if err < 0 else "over"))
+
+
+def published_stats(kinds: tuple[str, ...] = ("measurement", "tool-estimate", "paper-estimate", "documented")) -> dict:
+    """Error statistics over the published rows of the given kinds (bounds have verdicts, not errors)."""
+    rows = [r for r in published_rows() if r["kind"] in kinds and r["error"] is not None]
+    if not rows:
+        raise InvalidValueError("kinds", kinds, f"choose from {', '.join(PUBLISHED_KINDS[:4])}")
+    abs_err = [abs(r["error"]) for r in rows]
+    return {"n": len(rows), "exact": sum(r["verdict"] == "exact" for r in rows),
+            "agree": sum(r["verdict"] in ("exact", "agrees") for r in rows),
+            "median": statistics.median(abs_err), "max": max(abs_err),
+            "worst": max(rows, key=lambda r: abs(r["error"]))["id"]}
+
+
+def published_table() -> list[dict]:
+    """Rows for the chapter: measured and predicted in the unit the source uses, error in %."""
+    out = []
+    for r in published_rows():
+        unit = UNIT_BYTES[r["unit"]]
+        out.append({"figure": r["id"], "kind": r["kind"], "unit": r["unit"],
+                    "published": float(Fraction(r["measured"], unit)), "vramlib": float(Fraction(r["predicted"], unit)),
+                    "error %": None if r["error"] is None else 100 * r["error"], "verdict": r["verdict"]})
+    return out
+
+
+# --- figures ---------------------------------------------------------------------------------------------------
+
+
+def parity_plot(groups: dict[str, list[Row]] | None = None, ax=None):
+    """Predicted against measured on log-log axes, one marker per component, with the y = x line."""
+    import matplotlib.pyplot as plt
+
+    groups = groups if groups is not None else component_rows()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 5.2))
+    markers = "osD^vP*X"
+    lo, hi = None, None
+    for i, (name, rows) in enumerate(groups.items()):
+        xs, ys = [r.measured for r in rows], [r.predicted for r in rows]
+        ax.scatter(xs, ys, s=14, marker=markers[i % len(markers)], alpha=0.7, label=f"{name} ({len(rows)})")
+        lo = min([lo or min(xs)] + xs + ys)
+        hi = max([hi or max(xs)] + xs + ys)
+    ax.plot([lo, hi], [lo, hi], color="black", linewidth=0.8, label="predicted = measured")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("measured (bytes, or parameters)")
+    ax.set_ylabel("vramlib (same unit)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize="x-small", loc="upper left")
+    ax.figure.tight_layout()
+    return ax
+
+
+def error_bars(summary: list[dict] | None = None, ax=None):
+    """Median and maximum ``|relative error|`` per component (%, symlog axis so that 0 shows)."""
+    import matplotlib.pyplot as plt
+
+    summary = summary if summary is not None else component_summary()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 3.6))
+    names = [s["component"] for s in summary]
+    ys = range(len(names))
+    ax.barh([y + 0.2 for y in ys], [s["max |error| %"] for s in summary], height=0.4, label="maximum", color="#D55E00")
+    ax.barh([y - 0.2 for y in ys], [s["median |error| %"] for s in summary], height=0.4, label="median",
+            color="#0072B2")
+    ax.set_yticks(list(ys), names)
+    ax.set_xscale("symlog", linthresh=0.1)
+    ax.set_xlabel("|predicted - measured| / measured (%)")
+    ax.axvline(5, color="grey", linestyle=":", linewidth=1)
+    ax.axvline(10, color="grey", linestyle="--", linewidth=1)
+    ax.invert_yaxis()
+    ax.legend(fontsize="small")
+    ax.figure.tight_layout()
+    return ax
+
+
+# --- widget panel ----------------------------------------------------------------------------------------------
+
+
+def published_compute(entry: str, predictions: dict | None = None):
+    """Panel compute: vramlib's Breakdown for a published workload, the published figure as the line, a verdict.
+
+    ``predictions``: :func:`published_predictions`, this function's result for every entry, which the panel hands
+    the static book (``vramlib/js/validation.js`` shows the selected one); ignored here, where it is computed."""
+    e = published_entry(entry)
+    bd = published_prediction(e)
+    if e["kind"] == "bound":
+        cap = get_gpu(e["capacity_gpu"]).memory_bytes
+        verdict = (f"{e['title']}: vramlib {gb(bd.total):,.2f} GB against the {e['capacity_gpu']} "
+                   f"({gb(cap):,.2f} GB): {'fits' if bd.total <= cap else 'does not fit'}")
+        return bd, cap, verdict
+    meas = published_measured(e)
+    err = 100 * relative_error(bd.total, meas)
+    unit = e["measured"]["unit"]
+    scale = UNIT_BYTES[unit]
+    verdict = (f"{e['title']}: published {e['measured']['value']} {unit}, vramlib "
+               f"{float(Fraction(bd.total, scale)):,.4g} {unit} ({err:+.1f} %)")
+    return bd, (meas if scale > 1 else None), verdict
+
+
+def published_predictions() -> dict[str, dict]:
+    """:func:`published_compute` for every published entry, as JSON data: ``{id: {"parts", "capacity", "verdict",
+    "title"}}`` (or ``{"error": message}``). The control is a choice among these entries, so the static book's
+    calculator shows this table, computed by vramlib, rather than re-deriving each workload in JavaScript."""
+    from ..core.errors import VramlibError
+
+    out: dict[str, dict] = {}
+    for e in load_published():
+        try:
+            bd, cap, verdict = published_compute(e["id"])
+        except VramlibError as err:
+            out[e["id"]] = {"error": str(err)}
+            continue
+        out[e["id"]] = {"parts": [[k, v] for k, v in bd.items()], "capacity": cap, "verdict": verdict,
+                        "title": bd.title}
+    return out
+
+
+def catalogue_exact() -> dict:
+    """Catalogue coverage of the exact checks: models, parameter rows exact, KV rows exact (catalogue part)."""
+    kv = kv_rows(("catalogue",))
+    return {"models": len(model_names()), "param_rows": len(param_rows()),
+            "param_exact": sum(r.exact for r in param_rows()), "kv_models": len({r.id.split("/")[1] for r in kv}),
+            "kv_rows": len(kv), "kv_exact": sum(r.exact for r in kv)}
+
+
+__all__ = [
+    "COMPONENTS", "CONVENTION_SETUPS", "MEASUREMENTS", "PUBLISHED_KINDS", "REAL_SETUPS", "Row", "UNIT_BYTES",
+    "RELATIVE_ERROR", "activation_coefficient", "activation_configs", "activation_rows", "lora_saved_summary", "lora_saved_table", "MOE_LORA_MERGED_BYTES", "moe_lora_merged_bytes",
+    "relative_error", "autocast_weight_cast_bytes_per_param", "available_measurements",
+    "catalogue_exact", "component_rows", "component_summary", "convention_table", "error_bars", "error_stats",
+    "kv_config_rows", "kv_rows", "kv_sliding_rows", "load_measured", "load_published", "lora_param_rows",
+    "lora_saved_rows", "model_states_comparison", "optimizer_rows", "parity_plot", "provenance", "published_compute",
+    "published_entry", "published_measured", "published_prediction", "published_predictions",
+    "published_rows",
+    "published_stats", "published_table", "real_setup_bytes",
+]

@@ -1,0 +1,90 @@
+"""A memory :class:`Breakdown`: component -> exact bytes, with ``.total``, ``.fits`` and an HTML table.
+
+Every computation of the book returns one. Used in: every chapter.
+"""
+from __future__ import annotations
+
+import html
+from collections.abc import Iterator, Mapping
+
+from ..core.errors import InvalidValueError, check_fraction
+from ..core.units import gb, gib
+from ..catalog.hardware import capacity_bytes
+
+
+class Breakdown(Mapping[str, int]):
+    """Immutable mapping of component name -> bytes (ints), in display order.
+
+    ``title`` names the scenario; ``notes`` carry the assumptions a reader should see next to the numbers.
+    """
+
+    __slots__ = ("_parts", "title", "notes")
+
+    def __init__(self, parts: Mapping[str, int], title: str = "", notes: tuple[str, ...] = ()):
+        if not isinstance(parts, Mapping):
+            raise InvalidValueError("Breakdown parts", type(parts).__name__, "must be a mapping of component -> bytes")
+        clean: dict[str, int] = {}
+        for k, v in parts.items():
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise InvalidValueError(f"Breakdown[{k!r}]", v, "must be a non-negative int of bytes")
+            clean[k] = v
+        self._parts = clean
+        self.title = title
+        self.notes = tuple(notes)
+
+    def __getitem__(self, key: str) -> int:
+        return self._parts[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parts)
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    @property
+    def total(self) -> int:
+        """Sum of all components, bytes."""
+        return sum(self._parts.values())
+
+    def capacity(self, gpu_or_bytes) -> int:
+        """Bytes of a GPU (``GPU``, catalogue name) or a memory amount (int or ``"24GiB"``): hardware.capacity_bytes."""
+        return capacity_bytes(gpu_or_bytes, positive=False)
+
+    def fits(self, gpu_or_bytes, headroom: float = 0.0) -> bool:
+        """True when total <= capacity x (1 - headroom); ``headroom=0.1`` keeps 10% free (exact arithmetic)."""
+        from fractions import Fraction
+
+        headroom = check_fraction("headroom", headroom)
+        return self.total <= self.capacity(gpu_or_bytes) * (1 - Fraction(headroom))
+
+    def free_bytes(self, gpu_or_bytes) -> int:
+        """Capacity minus total (negative when it does not fit)."""
+        return self.capacity(gpu_or_bytes) - self.total
+
+    def to_dict(self) -> dict[str, int]:
+        return dict(self._parts)
+
+    def scaled(self, title: str | None = None, **replace: int) -> "Breakdown":
+        """A copy with some components replaced."""
+        return Breakdown({**self._parts, **replace}, title=self.title if title is None else title, notes=self.notes)
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{k}={gb(v):.2f} GB" for k, v in self._parts.items())
+        return f"Breakdown({self.title!r}: {body}; total={gb(self.total):.2f} GB / {gib(self.total):.2f} GiB)"
+
+    def _repr_html_(self) -> str:
+        total = self.total or 1
+        rows = "".join(
+            f"<tr><td>{html.escape(k)}</td><td style='text-align:right'>{v:,}</td>"
+            f"<td style='text-align:right'>{gb(v):,.2f}</td><td style='text-align:right'>{gib(v):,.2f}</td>"
+            f"<td style='text-align:right'>{100 * v / total:.1f}%</td></tr>"
+            for k, v in self._parts.items()
+        )
+        cap = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
+        notes = "".join(f"<br><small>{html.escape(n)}</small>" for n in self.notes)
+        return (
+            f"<table class='vramlib-breakdown'>{cap}<thead><tr><th>component</th><th>bytes</th><th>GB</th>"
+            f"<th>GiB</th><th>share</th></tr></thead><tbody>{rows}</tbody><tfoot><tr><th>total</th>"
+            f"<th style='text-align:right'>{self.total:,}</th><th style='text-align:right'>{gb(self.total):,.2f}</th>"
+            f"<th style='text-align:right'>{gib(self.total):,.2f}</th><th></th></tr></tfoot></table>{notes}"
+        )

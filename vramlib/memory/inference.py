@@ -1,0 +1,169 @@
+"""Inference memory: weights (any format), KV cache (MHA/GQA/MQA), prefill workspace, reserve.
+
+Used in: chapters 1, 5, 6, 7, 8, 13, 14, 15.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from functools import lru_cache
+
+import sympy as sp
+
+from ..core import formulas as F
+from .breakdown import Breakdown
+from ..core.errors import InvalidValueError, check_choice, check_positive_int, checked_call
+from ..catalog.models import ModelSpec, get_model
+from ..catalog.precision import get_precision, kv_bytes_per_element, tensor_bits
+from ..core.symbols import S_shard, n_gpu, n_kv
+from ..core.units import parse_memory
+
+ATTENTION = ("eager", "sdpa", "flash")
+
+# --- tensor parallelism: the one rule for how weights and KV heads split over GPUs -----------------------------
+TP_SHARD_BYTES = S_shard / n_gpu
+"""Bytes of a tensor split evenly over n GPUs by tensor parallelism, per GPU (weights; rounded up to a byte)."""
+
+KV_HEADS_PER_GPU = sp.ceiling(n_kv / n_gpu)
+"""KV heads each GPU keeps under tensor parallelism over n GPUs: n_kv / n when n < n_kv (n must divide n_kv), else
+one whole head -- the KV heads are replicated n / n_kv times, never split. vLLM's ``QKVParallelLinear``
+(vllm/model_executor/layers/linear.py): ``if tp_size >= total_num_kv_heads: num_kv_heads = 1;
+num_kv_head_replicas = divide(tp_size, total_num_kv_heads) else: num_kv_heads = divide(total_num_kv_heads,
+tp_size)``. Megatron-Core accepts only the first case (tp dividing ``num_query_groups``). :func:`kv_heads_per_gpu`
+checks the divisibility; parallel, serving and report evaluate this one expression in their own tp symbol."""
+
+DEFAULT_RESERVE = "0.5GB"
+"""CUDA context and framework allocations; the source's 'other 0.5 GB' (chapter 1)."""
+
+
+def weights_detail(model: ModelSpec | str, dtype: str = "fp16") -> dict[str, int]:
+    """Weights split into ``weights`` (the raw quantized bits), ``quantization constants`` (scales, zeros,
+    absmax) and ``unquantized tensors`` (embeddings, LM head, norms, biases a format keeps in 16/32 bits).
+
+    A model with a nominal size (the source's shapes) stores nominal x bits, as the source computes.
+    """
+    return dict(_weights_detail(get_model(model), get_precision(dtype, field="weights")))
+
+
+@lru_cache(maxsize=4096)
+def _weights_detail(m: ModelSpec, p) -> tuple[tuple[str, int], ...]:
+    """Cached core of weights_detail (GGUF mixes resolve per-layer types; solvers call this many times)."""
+    return tuple(_weights_detail_uncached(m, p).items())
+
+
+def _weights_detail_uncached(m: ModelSpec, p) -> dict[str, int]:
+    if m.nominal_params is not None or (not p.keeps and p.gguf is None):
+        total = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=m.weight_params, b_q=p.bits, N_u=0, b_u=16))
+        return {"weights": total}
+    groups = {k: v for k, v in m.param_groups().items() if v}
+    kept = {k: v for k, v in groups.items() if k in dict(p.keeps)}
+    quant = {k: v for k, v in groups.items() if k not in kept}
+    n_q, n_u = sum(quant.values()), sum(kept.values())
+    bits = {k: tensor_bits(p, k, m.n_layers, m.gqa_group, m.n_experts) for k in groups}
+    b_q = sum((quant[k] * bits[k] for k in quant), Fraction(0)) / n_q if n_q else Fraction(1)
+    b_u = sum((kept[k] * bits[k] for k in kept), Fraction(0)) / n_u if n_u else Fraction(16)
+    total = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=n_q, b_q=b_q, N_u=n_u, b_u=b_u))
+    unq = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=0, b_q=1, N_u=n_u, b_u=b_u))
+    if p.gguf:  # llama.cpp mixes: block scales are inside each type's bits; report the mix as one figure
+        return {"weights": total - unq, "unquantized tensors": unq}
+    raw = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=n_q, b_q=p.bits.__floor__(), N_u=0, b_u=16))
+    return {"weights": raw, "quantization constants": total - raw - unq, "unquantized tensors": unq}
+
+
+def allowed_tp(n_heads: int, n_kv_heads: int) -> list[int]:
+    """Tensor-parallel sizes for ``n_heads`` query heads and ``n_kv_heads`` KV heads: the divisors of n_heads that
+    divide n_kv_heads (KV heads split) or are multiples of it (KV heads replicated; KV_HEADS_PER_GPU)."""
+    return [k for k in range(1, n_heads + 1) if n_heads % k == 0 and (n_kv_heads % k == 0 or k % n_kv_heads == 0)]
+
+
+@checked_call
+def kv_heads_per_gpu(n_kv_heads, tp: int = 1, *, n_heads: int | None = None, field: str = "tp") -> int:
+    """KV heads one GPU holds under tensor parallelism over ``tp`` GPUs (KV_HEADS_PER_GPU): ``n_kv_heads // tp``
+    when tp < n_kv_heads, else 1 (whole heads replicated). ``n_kv_heads`` may be a model (name or ModelSpec),
+    which also supplies ``n_heads``. A ``tp`` that neither divides the KV heads nor is a multiple of them (or does
+    not divide the query heads, when known) is a one-line InvalidValueError naming ``field`` and the allowed sizes.
+    Chapters 6, 7, 12.
+
+    >>> kv_heads_per_gpu(8, 4), kv_heads_per_gpu(8, 16), kv_heads_per_gpu("llama-2-70b", 8)
+    (2, 1, 1)
+    """
+    if isinstance(n_kv_heads, ModelSpec) or (isinstance(n_kv_heads, str) and not n_kv_heads.strip().isdigit()):
+        spec = get_model(n_kv_heads)
+        if n_heads is not None and n_heads != spec.n_heads:
+            raise InvalidValueError("n_heads", n_heads, f"{spec.name} has n_heads={spec.n_heads}; omit n_heads")
+        n_kv, n_heads, who = spec.n_kv_heads, spec.n_heads, f"{spec.name}'s "
+    else:
+        n_kv, who = check_positive_int("n_kv_heads", n_kv_heads), ""
+    tp = check_positive_int(field, tp)
+    if n_heads is not None:
+        n_heads = check_positive_int("n_heads", n_heads)
+        if n_heads % n_kv:
+            raise InvalidValueError("n_kv_heads", n_kv, f"must divide n_heads={n_heads}")
+        ok = allowed_tp(n_heads, n_kv)
+        if tp not in ok:
+            raise InvalidValueError(field, tp, f"tensor parallelism does not split {who}{n_heads} "
+                                    f"attention heads / {n_kv} KV heads into whole heads (tp must divide the heads and "
+                                    f"divide the KV heads or be a multiple of them); allowed: {', '.join(map(str, ok))}")
+    elif (tp < n_kv and n_kv % tp) or (tp >= n_kv and tp % n_kv):
+        divs = [k for k in range(1, n_kv + 1) if n_kv % k == 0]
+        raise InvalidValueError(field, tp, f"must divide n_kv_heads={n_kv} ({', '.join(map(str, divs))}) or be a "
+                                           f"multiple of it ({n_kv}, {2 * n_kv}, {3 * n_kv} ...)")
+    return int(F.evaluate(KV_HEADS_PER_GPU, n_kv=n_kv, n=tp))
+
+
+def weights_detail_tp(model: ModelSpec | str, dtype: str = "fp16", tp: int = 1, field: str = "tp") -> dict[str, int]:
+    """:func:`weights_detail` of one GPU under tensor parallelism over ``tp`` GPUs (TP_SHARD_BYTES per part;
+    norms, and the K/V projections when tp exceeds the KV heads, are in fact replicated: a small underestimate)."""
+    m = get_model(model)
+    kv_heads_per_gpu(m, tp, field=field)
+    return {k: F.to_int_bytes(F.evaluate(TP_SHARD_BYTES, S=v, n=tp)) for k, v in weights_detail(m, dtype).items()}
+
+
+def weights_bytes(model: ModelSpec | str, dtype: str = "fp16") -> int:
+    """Bytes of the model's weights in ``dtype``, format overheads and unquantized tensors included."""
+    return sum(weights_detail(model, dtype).values())
+
+
+def kv_bytes_per_token(model: ModelSpec | str, dtype: str = "fp16") -> int:
+    """KV cache of one token of one sequence: 2 x layers x KV heads x head dim x bytes."""
+    return kv_cache_bytes(model, tokens=1, batch=1, dtype=dtype)
+
+
+def kv_cache_bytes(model: ModelSpec | str, tokens: int, batch: int = 1, dtype: str = "fp16") -> int:
+    """KV cache for ``batch`` sequences of ``tokens`` tokens (evaluates formulas.KV_CACHE_BYTES)."""
+    m = get_model(model)
+    tokens, batch = check_positive_int("tokens", tokens), check_positive_int("batch", batch)
+    return F.to_int_bytes(F.evaluate(F.KV_CACHE_BYTES, L=m.n_layers, n_kv=m.n_kv_heads, d_head=m.head_dim,
+                                     b_kv=kv_bytes_per_element(dtype), T=tokens, B=batch))
+
+
+def prefill_workspace_bytes(model: ModelSpec | str, tokens: int, batch: int = 1, dtype: str = "fp16",
+                            attention: str = "sdpa", chunk: int | None = None) -> int:
+    """Transient prefill peak (formulas.PREFILL_WORKSPACE_BYTES); ``chunk`` caps the tokens per prefill step."""
+    m = get_model(model)
+    tokens, batch = check_positive_int("tokens", tokens), check_positive_int("batch", batch)
+    attention = check_choice("attention", attention, ATTENTION)
+    if chunk is not None:
+        tokens = min(tokens, check_positive_int("chunk", chunk))
+    b_a = get_precision(dtype, field="activation_dtype")
+    if not b_a.is_float:
+        b_a = get_precision("fp16")
+    return F.to_int_bytes(F.evaluate(F.PREFILL_WORKSPACE_BYTES, B=batch, T=tokens, h=m.hidden, f=m.ffn,
+                                     b_a=b_a.bytes_per_element, e_att=int(attention == "eager"),
+                                     n_h=m.n_heads, V=m.vocab))
+
+
+def inference_memory(model: ModelSpec | str, weights: str = "fp16", kv_dtype: str = "fp16", tokens: int = 4096,
+                     batch: int = 1, attention: str = "sdpa", reserve: int | str = DEFAULT_RESERVE,
+                     activation_dtype: str | None = None, prefill_chunk: int | None = None) -> Breakdown:
+    """Peak memory to serve ``batch`` sequences of ``tokens`` tokens: weights, KV cache, prefill workspace, reserve.
+
+    Activations are computed in ``activation_dtype`` (default: fp16, or the weights' format if it is a float).
+    """
+    m = get_model(model)
+    wdet = weights_detail(m, weights)
+    act = activation_dtype or (weights if get_precision(weights, field="weights").is_float else "fp16")
+    parts = dict(wdet)
+    parts["kv cache"] = kv_cache_bytes(m, tokens, batch, kv_dtype)
+    parts["prefill workspace"] = prefill_workspace_bytes(m, tokens, batch, act, attention, prefill_chunk)
+    parts["reserve (CUDA context, framework)"] = parse_memory(reserve, field="reserve")
+    return Breakdown(parts, title=f"{m.name}: {weights} weights, {kv_dtype} KV, {batch} x {tokens:,} tokens, {attention}")

@@ -1,0 +1,836 @@
+"""Memory of one GPU in a parallel training plan: data parallel with ZeRO 0-3, CPU/NVMe offload, tensor,
+sequence, pipeline and expert parallelism, the ZeRO-3 gather buffer and communication buckets.
+
+Every formula is a sympy expression written once here (or in :mod:`vramlib.formulas` /
+:mod:`vramlib.activations`) and evaluated exactly; :mod:`vramlib.planning` lambdifies the same
+expressions with numpy for the plan search. Chapters 3, 4, 9, 11 and 12 display them.
+
+Conventions (a plan is always read with one of ``vramlib.training.CONVENTIONS``):
+
+* ``source-12`` -- the source document: 2 + 2 + 8 bytes per parameter, no master copy.
+* ``mixed-fp32-master`` -- Rajbhandari et al. 2020 (ZeRO), section 3.1 and Table 1: 2 + 2 + K with K = 12.
+  :func:`zero_model_states` with this convention reproduces Table 1 (120 GB baseline for 7.5B parameters;
+  31.4 / 16.6 / 1.9 GB at N_d = 64).
+* ``deepspeed`` -- DeepSpeed's estimators ``estimate_zero2_model_states_mem_needs`` and
+  ``estimate_zero3_model_states_mem_needs`` (``deepspeed/runtime/zero/stage_1_and_2.py`` and ``stage3.py``):
+  2-byte weights, 4-byte fp32 gradients, 4-byte master weights, 8-byte Adam states; ZeRO-2 also keeps the
+  2-byte gradient partition (the estimator's "18 = 2 + 4 + 4 + 8" after DeepSpeed PR #5099); ZeRO-3 adds
+  4 bytes x the largest module's parameters (16-bit weights gathered + their 16-bit gradients). Stage 1
+  gives 6 + 12/N_d bytes per parameter, Megatron-LM's distributed optimizer with bf16 parameters and fp32
+  gradients. :func:`deepspeed_zero2_estimate` / :func:`deepspeed_zero3_estimate` are the estimators themselves,
+  CPU side and ``additional_buffer_factor`` included. Stated exception: at N_d = 1 the estimator's ZeRO-2
+  (2 + 18 = 20 B/param) exceeds ZeRO-0/1 (18) -- ZeRO-2 - ZeRO-1 = (6/N_d - 4) Psi, positive only for N_d = 1 --
+  and ZeRO-3 adds its gather buffer; :func:`plan_memory` notes it. The convention is kept because it reproduces
+  DeepSpeed's printed estimates (chapters 3, 4).
+
+Layout conventions (Megatron-LM, Narayanan et al. 2021; Korthikanti et al. 2022):
+
+* Tensor parallel (``tp`` = t) splits q/k/v/o and the MLP projections, the vocabulary-parallel embedding and the
+  LM head by t; norms, biases and the MoE router are replicated. t must divide the attention heads, and divide the
+  KV heads (each rank n_kv / t of them) or be a multiple of them (each rank one whole KV head, replicated
+  t / n_kv times: vLLM's ``QKVParallelLinear``; Megatron-Core accepts only the first). KV_HEADS_PER_RANK and
+  :func:`vramlib.inference.kv_heads_per_gpu` write that rule once.
+* Pipeline parallel (``pp`` = p) gives each stage a contiguous block of layers; the embedding (and learned
+  positions) sit on the first stage, the final norm, the LM head and the loss on the last. With tied
+  embeddings and p > 1 the last stage keeps its own copy of the embedding matrix as the head.
+* 1F1B: stage i (0-based, i = 0 is the first stage) holds the activations of min(p - i, m) micro-batches
+  (Narayanan et al. 2021, section 2.2; Korthikanti et al. section 4.2.3: the first stage holds p).
+  Interleaved 1F1B with v model chunks per stage: (2 (p - i - 1) + (v - 1) p + 1) chunk-micro-batches of
+  L / (p v) layers each, which for i = 0 is Korthikanti's p (1 + (p - 1)/(p v)). GPipe holds all m.
+* Expert parallel (``ep`` = e) splits the routed experts of each MoE layer over e ranks taken from the
+  data-parallel group; ZeRO shards expert states over the expert-data-parallel group of N_d / e ranks.
+* Data parallel (``dp`` = N_d) with ZeRO stage 1 (optimizer states and master weights sharded), 2 (+ gradients),
+  3 (+ weights; the gathered largest module per rank is the gather buffer).
+
+Offload (ZeRO-Offload, Ren et al. 2021; ZeRO-Infinity, Rajbhandari et al. 2021): ``offload_optimizer``
+("cpu" or "nvme", ZeRO >= 1) moves master weights and optimizer states, and gradients once they are
+partitioned (ZeRO >= 2), to host memory (to NVMe: master and optimizer states; gradients stay in host memory);
+``offload_params`` (ZeRO-3 only) moves the weight partition. :class:`PlanMemory` returns both sides.
+
+Communication buckets (``buckets``):
+
+* ``"ddp"``: PyTorch DDP allreduces 25 MiB buckets (``bucket_cap_mb=25``); with the default
+  ``gradient_as_bucket_view=False`` the buckets are a second copy of all gradients (PyTorch docs).
+* ``"deepspeed"``: ZeRO-1/2 allocate ``reduce_bucket_size`` (5e8 elements) 16-bit IPG buffers, two with
+  ``overlap_comm`` (``stage_1_and_2.py``, ``backward()``); ZeRO-3 one reduce bucket plus the
+  ``stage3_prefetch_bucket_size`` (5e7) prefetched parameters. ``allgather_bucket_size`` (5e8) chunks an
+  in-place all-gather and allocates nothing.
+* ``"hf-rule"``: the transformers DeepSpeed guide's rule of thumb, (reduce + allgather buckets) x 2 bytes,
+  x 4.5 with ``overlap_comm`` ("5e8 x 2 bytes x 2 x 4.5 = 9 GB").
+* ``"auto"``: ddp for ZeRO 0 without model parallelism, none for Megatron's ZeRO 0 (gradients live in its
+  contiguous buffer), deepspeed for ZeRO 1-3.
+
+Used in: chapters 3, 4, 9, 11, 12.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from fractions import Fraction
+
+import sympy as sp
+
+from ..memory import activations as A
+from ..core import formulas as F
+from ..memory.breakdown import Breakdown
+from ..core.errors import InvalidValueError, UnknownNameError, check_choice, check_keywords, check_number, \
+    check_positive_int, checked_call
+from ..memory import inference as _tp_rule
+from ..memory.inference import DEFAULT_RESERVE, allowed_tp, kv_heads_per_gpu, weights_detail
+from ..catalog.models import SOURCE_SHAPES, ModelSpec, get_model
+from ..catalog.precision import get_precision
+from ..core.symbols import E, P, V, b_g, b_m, b_o, b_w, beta_mlp, beta_norm, beta_o, beta_qkv, d, f, h, n_h, n_kv, \
+    n_mlp, tied
+from ..memory.training import CONVENTIONS, METHODS, lora_modules, lora_params, optimizer_state_bytes
+from ..core.units import parse_memory
+from ..memory.sharding import (  # noqa: F401 (VL.parallel.MODULE_PARAMS*, vl.parallel.largest_module_params)
+    ATTN_PARAMS_RANK, KV_HEADS_PER_RANK, MODULE_PARAMS, MODULE_PARAMS_RANK, N_e, _ev, _values, largest_module_params,
+)
+
+# --- symbols of this module ---------------------------------------------------------------------
+_ind = dict(integer=True, nonnegative=True)
+t = A.t                                                  # tensor-parallel size (Korthikanti et al.)
+z_sp = A.z_sp                                            # 1 with sequence parallelism
+p = sp.Symbol("p", integer=True, positive=True)          # pipeline-parallel size (stages)
+i_s = sp.Symbol("i", integer=True, nonnegative=True)     # stage index, 0 = first stage
+m = sp.Symbol("m", integer=True, positive=True)          # micro-batches per step per pipeline
+v = sp.Symbol("v", integer=True, positive=True)          # model chunks per stage (interleaved 1F1B)
+N_d = sp.Symbol("N_d", integer=True, positive=True)      # data-parallel size (the ZeRO paper's N_d)
+Psi = sp.Symbol("Psi", nonnegative=True)                 # parameters held by one model-parallel rank (Psi)
+K = sp.Symbol("K", nonnegative=True)                     # the ZeRO paper's optimizer bytes per parameter (12)
+b_gh = sp.Symbol("b_gh", nonnegative=True)               # bytes of a 16-bit gradient copy kept beside fp32 ones
+z_os = sp.Symbol("z_os", **_ind)                         # 1 when optimizer states are sharded (ZeRO >= 1)
+z_g = sp.Symbol("z_g", **_ind)                           # 1 when gradients are sharded (ZeRO >= 2)
+z_p = sp.Symbol("z_p", **_ind)                           # 1 when weights are sharded (ZeRO 3)
+L_i = sp.Symbol("L_i", integer=True, nonnegative=True)   # layers on stage i
+z_first = sp.Symbol("z_first", **_ind)                   # 1 on the first pipeline stage
+z_last = sp.Symbol("z_last", **_ind)                     # 1 on the last pipeline stage
+z_one = sp.Symbol("z_one", **_ind)                       # 1 when there is a single stage (p = 1)
+F_i = sp.Symbol("F_i", nonnegative=True)                 # micro-batches whose activations stage i holds
+
+# --- ZeRO model states (Rajbhandari et al. 2020, section 5; Table 1) ------------------------------------
+ZERO_PARTS: dict[str, sp.Expr] = {
+    "weights": b_w * Psi / N_d**z_p,
+    "gradients": b_g * Psi / N_d**z_g,
+    "16-bit gradients (DeepSpeed)": b_gh * Psi / N_d**z_g,
+    "master weights (fp32)": b_m * Psi / N_d**z_os,
+    "optimizer states": b_o * Psi / N_d**z_os,
+}
+"""Model states of one rank holding Psi parameters, by component; z_os, z_g, z_p switch sharding over N_d on.
+Chapters 3, 4, 12."""
+
+ZERO_STAGE_FLAGS: dict[int, dict[sp.Symbol, int]] = {
+    0: {z_os: 0, z_g: 0, z_p: 0}, 1: {z_os: 1, z_g: 0, z_p: 0}, 2: {z_os: 1, z_g: 1, z_p: 0}, 3: {z_os: 1, z_g: 1, z_p: 1},
+}
+"""ZeRO stage -> which states are sharded: 1 = P_os, 2 = P_os+g, 3 = P_os+g+p (the paper's names)."""
+
+ZERO_MODEL_STATES_GENERAL = sum(ZERO_PARTS.values(), sp.Integer(0))
+"""All model states of one rank, any stage (the indicators z_os, z_g, z_p). Chapters 3, 12."""
+
+ZERO_STATES: dict[int, dict[str, sp.Expr]] = {
+    k: {name: expr.subs(flags) for name, expr in ZERO_PARTS.items()} for k, flags in ZERO_STAGE_FLAGS.items()}
+ZERO_MODEL_STATES: dict[int, sp.Expr] = {k: ZERO_MODEL_STATES_GENERAL.subs(flags) for k, flags in ZERO_STAGE_FLAGS.items()}
+"""Model states per GPU for ZeRO stage 0-3. Chapters 3, 4, 12."""
+
+ZERO_PAPER: dict[int, sp.Expr] = {k: e.subs({b_w: 2, b_g: 2, b_gh: 0, b_m: 0, b_o: K}) for k, e in ZERO_MODEL_STATES.items()}
+"""The paper's form: (2 + 2 + K) Psi, 2 Psi + 2 Psi + K Psi / N_d, 2 Psi + (2 + K) Psi / N_d, (2 + 2 + K) Psi / N_d."""
+
+# --- parameters of one rank (tensor, pipeline, expert parallel): MODULE_PARAMS, MODULE_PARAMS_RANK and
+# largest_module_params live in memory.sharding (training's ZeRO-3 gather buffer needs them too)
+LAYER_PARAMS_RANK_DENSE = (ATTN_PARAMS_RANK + (n_mlp - E) * F.MLP_PARAMS / t
+                           + F.LAYER_GROUPS["norm"] + F.LAYER_GROUPS["bias"] + F.LAYER_GROUPS["router"])
+"""One layer on one tensor-parallel rank, without routed experts: q, o and the dense/shared MLP split by t, k and
+v by KV_HEADS_PER_RANK; norms, biases and router replicated. Chapters 12."""
+
+LAYER_PARAMS_RANK_EXPERTS = E * F.MLP_PARAMS / (t * N_e)
+"""One layer's routed experts on one rank: split over expert parallel N_e and tensor parallel t."""
+
+FIRST_STAGE_PARAMS = V * h / t + P * h
+"""Extra parameters of the first stage: the vocabulary-parallel embedding and learned positions (replicated)."""
+
+LAST_STAGE_PARAMS = (1 - tied * z_one) * V * h / t + h * (1 + beta_norm)
+"""Extra parameters of the last stage: the LM head (its own copy when tied and p > 1) and the final norm."""
+
+STAGE_PARAMS = L_i * (LAYER_PARAMS_RANK_DENSE + LAYER_PARAMS_RANK_EXPERTS) + z_first * FIRST_STAGE_PARAMS \
+    + z_last * LAST_STAGE_PARAMS
+"""Parameters of one rank of stage i (L_i layers); equals formulas.N_PARAMS for t = N_e = 1 and one stage.
+Chapters 11, 12."""
+
+# --- activations of one rank (Korthikanti et al. 2022, section 4) -----------------------------------------
+MEGATRON_EMBED_ACT = A.MEGATRON_OUTSIDE_LAYERS.subs(V, 0) / 5
+"""The embedding-dropout mask s b h (/ t with sequence parallelism): the paper's p / L term, on the first stage."""
+
+MEGATRON_HEAD_ACT = A.MEGATRON_OUTSIDE_LAYERS - MEGATRON_EMBED_ACT
+"""Final layer norm, output-layer input and fp32 logits for the loss: on the last stage."""
+
+IN_FLIGHT: dict[str, sp.Expr] = {
+    "1f1b": sp.Min(p - i_s, m, evaluate=False),
+    "interleaved": sp.Min(2 * (p - i_s - 1) + (v - 1) * p + 1, m * v, evaluate=False) / v,
+    "gpipe": m,
+}
+"""Micro-batches (in units of a stage's layers) whose activations stage i holds at its peak, by schedule.
+Chapter 11."""
+
+A_layer = sp.Symbol("A_layer", nonnegative=True)   # activations of one layer for one micro-batch
+
+STAGE_ACTIVATIONS = F_i * (L_i * A_layer + z_first * MEGATRON_EMBED_ACT + z_last * MEGATRON_HEAD_ACT)
+"""Activations of one rank of stage i: F_i micro-batches of L_i layers (A_layer each) plus the embedding / head
+terms. A_layer is activations.MEGATRON_LAYER_BY_RECOMPUTE[recompute]. Chapters 11, 12."""
+
+# --- communication buckets ---------------------------------------------------------------------------------
+DEEPSPEED_REDUCE_BUCKET = 500_000_000
+"""DeepSpeed ``reduce_bucket_size`` default, elements (``deepspeed/runtime/zero/config.py``)."""
+DEEPSPEED_ALLGATHER_BUCKET = 500_000_000
+"""DeepSpeed ``allgather_bucket_size`` default, elements."""
+DEEPSPEED_PREFETCH_BUCKET = 50_000_000
+"""DeepSpeed ``stage3_prefetch_bucket_size`` default, elements."""
+DDP_BUCKET_CAP_MB = 25
+"""PyTorch DDP ``bucket_cap_mb`` default: 25 MiB per bucket (``int(bucket_cap_mb * 1024 * 1024)`` bytes)."""
+
+BUCKETS = ("auto", "ddp", "deepspeed", "hf-rule", "none")
+OFFLOAD = ("none", "cpu", "nvme")
+SCHEDULES = ("1f1b", "gpipe")
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+# --- the plan --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ParallelPlan:
+    """How a training step is laid out over ``tp x pp x dp`` GPUs (chapters 3, 4, 11, 12).
+
+    ``zero``: ZeRO stage 0-3 over the data-parallel group. ``ep``: expert-parallel size (from the DP group).
+    ``n_micro``: micro-batches per step per pipeline (gradient accumulation steps); global batch =
+    ``micro_batch x n_micro x dp`` sequences. ``virtual_stages`` > 1: interleaved 1F1B. ``schedule``:
+    "1f1b" or "gpipe". ``offload_optimizer`` / ``offload_params``: "none", "cpu" or "nvme".
+    """
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    zero: int = 0
+    ep: int = 1
+    sequence_parallel: bool = False
+    recompute: str = "none"
+    micro_batch: int = 1
+    n_micro: int = 1
+    virtual_stages: int = 1
+    schedule: str = "1f1b"
+    offload_optimizer: str = "none"
+    offload_params: str = "none"
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "dp", "ep", "micro_batch", "n_micro", "virtual_stages"):
+            object.__setattr__(self, name, check_positive_int(name, getattr(self, name)))
+        object.__setattr__(self, "zero", check_number("zero", self.zero, minimum=0, maximum=3, integer=True,
+                                                      allowed="ZeRO stage must be 0, 1, 2 or 3"))
+        if not isinstance(self.sequence_parallel, bool):
+            raise InvalidValueError("sequence_parallel", self.sequence_parallel, "must be True or False")
+        object.__setattr__(self, "recompute", check_choice("recompute", self.recompute, A.RECOMPUTE))
+        object.__setattr__(self, "schedule", check_choice("schedule", self.schedule, SCHEDULES))
+        for name in ("offload_optimizer", "offload_params"):
+            object.__setattr__(self, name, check_choice(name, getattr(self, name), OFFLOAD))
+        if self.dp % self.ep:
+            raise InvalidValueError("ep", self.ep, f"expert parallel ranks come from the data-parallel group: "
+                                                   f"must divide dp={self.dp}")
+        if self.sequence_parallel and self.tp == 1:
+            raise InvalidValueError("sequence_parallel", True,
+                                    "sequence parallelism splits along the tensor-parallel group: needs tp > 1")
+        if self.offload_optimizer != "none" and self.zero == 0:
+            raise InvalidValueError("offload_optimizer", self.offload_optimizer,
+                                    "optimizer offload needs ZeRO stage 1, 2 or 3")
+        if self.offload_params != "none" and self.zero != 3:
+            raise InvalidValueError("offload_params", self.offload_params, "parameter offload needs ZeRO stage 3")
+        if self.virtual_stages > 1:
+            if self.pp == 1:
+                raise InvalidValueError("virtual_stages", self.virtual_stages, "interleaving needs pp > 1")
+            if self.schedule != "1f1b":
+                raise InvalidValueError("schedule", self.schedule, "interleaving (virtual_stages > 1) is a 1F1B schedule")
+            if self.n_micro % self.pp:
+                raise InvalidValueError("n_micro", self.n_micro,
+                                        f"interleaved 1F1B needs a multiple of pp={self.pp} micro-batches")
+
+    @property
+    def n_gpus(self) -> int:
+        """tp x pp x dp."""
+        return self.tp * self.pp * self.dp
+
+    @property
+    def global_batch(self) -> int:
+        """Sequences per optimizer step: micro_batch x n_micro x dp."""
+        return self.micro_batch * self.n_micro * self.dp
+
+    @property
+    def bubble_fraction(self) -> Fraction:
+        """Pipeline bubble as a share of the step: (p - 1) / (v m + p - 1) (Narayanan et al. 2021)."""
+        return Fraction(self.pp - 1, self.virtual_stages * self.n_micro + self.pp - 1)
+
+    def label(self) -> str:
+        parts = [f"TP{self.tp}", f"PP{self.pp}", f"DP{self.dp}", f"ZeRO-{self.zero}"]
+        if self.ep > 1:
+            parts.append(f"EP{self.ep}")
+        if self.sequence_parallel:
+            parts.append("SP")
+        if self.virtual_stages > 1:
+            parts.append(f"v{self.virtual_stages}")
+        parts.append(f"mb{self.micro_batch}x{self.n_micro}")
+        if self.recompute != "none":
+            parts.append(f"{self.recompute} recompute")
+        if self.offload_optimizer != "none":
+            parts.append(f"opt->{self.offload_optimizer}")
+        if self.offload_params != "none":
+            parts.append(f"params->{self.offload_params}")
+        return " ".join(parts)
+
+    def with_(self, **changes) -> "ParallelPlan":
+        """A copy with some fields changed (validated)."""
+        known = {x.name for x in fields(self)}
+        for k in changes:
+            if k not in known:
+                raise UnknownNameError("ParallelPlan field", k, known)
+        return replace(self, **changes)
+
+
+ParallelPlan.__init__ = checked_call(ParallelPlan.__init__)  # unknown fields (tpp=3) -> one line, close matches
+PLAN_FIELDS = tuple(x.name for x in fields(ParallelPlan))
+
+
+@dataclass(frozen=True)
+class PlanMemory:
+    """Per-rank memory of every pipeline stage of a plan: ``stages[i]`` on the GPU, ``host[i]`` in CPU memory,
+    ``nvme[i]`` on NVMe (bytes per rank). ``peak`` is the stage with the most GPU memory. Chapters 3, 4, 11, 12."""
+
+    model: str
+    plan: ParallelPlan
+    stage_layers: tuple[int, ...]
+    stages: tuple[Breakdown, ...]
+    host: tuple[Breakdown, ...]
+    nvme: tuple[int, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def peak_stage(self) -> int:
+        totals = [bd.total for bd in self.stages]
+        return totals.index(max(totals))
+
+    @property
+    def peak(self) -> Breakdown:
+        """The GPU Breakdown of the fullest stage (what must fit the card)."""
+        return self.stages[self.peak_stage]
+
+    @property
+    def total(self) -> int:
+        """Bytes on the fullest GPU."""
+        return self.peak.total
+
+    @property
+    def spread(self) -> Fraction:
+        """(max - min) / max of the stages' GPU totals: the source's balance measure (chapter 11)."""
+        totals = [bd.total for bd in self.stages]
+        return Fraction(max(totals) - min(totals), max(totals)) if max(totals) else Fraction(0)
+
+    def fits(self, gpu_or_bytes, headroom: float = 0.0) -> bool:
+        """Every stage fits under capacity x (1 - headroom)."""
+        return all(bd.fits(gpu_or_bytes, headroom) for bd in self.stages)
+
+    def host_bytes_per_node(self, gpus_per_node: int = 8) -> int:
+        """CPU memory of one node: the largest per-rank host footprint x the ranks on the node."""
+        return check_positive_int("gpus_per_node", gpus_per_node) * max(bd.total for bd in self.host)
+
+
+# --- helpers -----------------------------------------------------------------------------------------------
+def _conv_bytes(convention: str, precision: str, zero: int) -> dict[str, Fraction]:
+    conv = CONVENTIONS[check_choice("convention", convention, CONVENTIONS)]
+    prec = get_precision(precision, field="precision")
+    if prec.name not in ("bf16", "fp16", "fp32"):
+        raise InvalidValueError("precision", precision, "training computes in bf16, fp16 or fp32")
+    if prec.name == "fp32":
+        return {"b_w": Fraction(4), "b_g": Fraction(4), "b_gh": Fraction(0), "b_m": Fraction(0),
+                "gather": Fraction(8 if conv.gather_buffer_per_param else 0)}
+    gh = 2 if (conv.name == "deepspeed" and zero == 2) else 0
+    return {"b_w": Fraction(conv.weight), "b_g": Fraction(conv.grad), "b_gh": Fraction(gh),
+            "b_m": Fraction(conv.master), "gather": Fraction(conv.gather_buffer_per_param)}
+
+
+def _check_stage(stage, field: str = "zero") -> int:
+    return check_number(field, stage, minimum=0, maximum=3, integer=True, allowed="ZeRO stage must be 0, 1, 2 or 3")
+
+
+def _params_label(n: int) -> str:
+    return f"{n / 1e9:g}B" if n < 10**15 else f"{n:,}"
+
+
+@checked_call
+def zero_parts(n_params, dp: int = 1, stage: int = 0, convention: str = "mixed-fp32-master", precision: str = "bf16",
+               optimizer_bytes_per_param=8) -> dict[str, Fraction]:
+    """Exact model-state bytes (Fractions) of one rank holding ``n_params`` parameters, by component."""
+    stage = _check_stage(stage)
+    dp = check_positive_int("dp", dp)
+    n_params = check_number("n_params", n_params, minimum=0)
+    b_o = check_number("optimizer_bytes_per_param", optimizer_bytes_per_param, minimum=0,
+                       allowed="must be a number of bytes >= 0 (Adam: 8)")
+    cb = _conv_bytes(convention, precision, stage)
+    vals = dict(Psi=Fraction(n_params), N_d=dp, b_w=cb["b_w"], b_g=cb["b_g"], b_gh=cb["b_gh"], b_m=cb["b_m"],
+                b_o=Fraction(b_o))
+    return {name: _ev(expr, vals) for name, expr in ZERO_STATES[stage].items()}
+
+
+@checked_call
+def zero_model_states(n_params: int, dp: int = 1, stage: int = 0, convention: str = "mixed-fp32-master",
+                      tp: int = 1, pp: int = 1, precision: str = "bf16", optimizer_bytes_per_param=8,
+                      largest_layer_params: int = 0) -> Breakdown:
+    """Model states per GPU when ``n_params`` split evenly over ``tp x pp`` and ZeRO ``stage`` shards over ``dp``
+    (the ZeRO paper's and the source's arithmetic; no activations). Chapters 3, 4, 12.
+
+    >>> round(zero_model_states(7_500_000_000, dp=64, stage=1).total / 1e9, 1)  # ZeRO Table 1: P_os
+    31.4
+    """
+    n_params = check_positive_int("n_params", n_params)
+    tp, pp = check_positive_int("tp", tp), check_positive_int("pp", pp)
+    parts = zero_parts(Fraction(n_params, tp * pp), dp, stage, convention, precision, optimizer_bytes_per_param)
+    out = {k: F.to_int_bytes(val) for k, val in parts.items() if val}
+    gather = _conv_bytes(convention, precision, stage)["gather"]
+    if stage == 3 and gather and largest_layer_params:
+        out["ZeRO-3 gather buffer"] = F.to_int_bytes(gather * Fraction(largest_layer_params, tp))
+    return Breakdown(out, title=f"{_params_label(n_params)} parameters, TP{tp} PP{pp} DP{dp}, ZeRO-{stage}, {convention}")
+
+
+def _scale(spec: ModelSpec) -> Fraction:
+    """Nominal / exact parameters: the source's shapes store their nominal size (weights = nominal x bytes)."""
+    return Fraction(spec.nominal_params, spec.n_params) if spec.nominal_params is not None else Fraction(1)
+
+
+@checked_call
+def stage_params(model: ModelSpec | str, tp: int = 1, pp: int = 1, ep: int = 1, stage_layers: tuple[int, ...] | None = None,
+                 moe_layers=None) -> list[tuple[Fraction, Fraction]]:
+    """(non-expert, expert) parameters of one rank of each pipeline stage (exact; nominal shapes scaled to their
+    nominal size). Chapters 11, 12."""
+    spec = get_model(model)
+    tp, ep = check_positive_int("tp", tp), check_positive_int("ep", ep)
+    if tp > 1:
+        kv_heads_per_gpu(spec, tp)
+    if ep > 1 and (not spec.is_moe or spec.n_experts % ep):
+        raise InvalidValueError("ep", ep, f"must divide the experts of a MoE model ({spec.name}: {spec.n_experts})")
+    layers = _stage_layers(spec, pp, stage_layers)
+    moe = _moe_flags(spec, moe_layers)
+    vals = _values(spec, t=tp, N_e=ep, z_one=int(pp == 1))
+    dense_vals = dict(vals, E=Fraction(0), n_mlp=Fraction(1 + spec.n_shared_experts))
+    per_moe = (_ev(LAYER_PARAMS_RANK_DENSE, vals), _ev(LAYER_PARAMS_RANK_EXPERTS, vals))
+    per_dense = (_ev(LAYER_PARAMS_RANK_DENSE, dense_vals), Fraction(0))
+    first, last = _ev(FIRST_STAGE_PARAMS, vals), _ev(LAST_STAGE_PARAMS, vals)
+    k = _scale(spec)
+    out, start = [], 0
+    for i, n in enumerate(layers):
+        flags = moe[start:start + n]
+        start += n
+        dense = sum((per_moe[0] if fl else per_dense[0] for fl in flags), Fraction(0))
+        expert = sum((per_moe[1] if fl else per_dense[1] for fl in flags), Fraction(0))
+        dense += (first if i == 0 else 0) + (last if i == pp - 1 else 0)
+        out.append((dense * k, expert * k))
+    return out
+
+
+def _moe_flags(spec: ModelSpec, moe_layers) -> list[bool]:
+    if moe_layers is None:
+        return [spec.is_moe] * spec.n_layers
+    if not spec.is_moe:
+        raise InvalidValueError("moe_layers", moe_layers, f"{spec.name} is dense (no experts)")
+    if not isinstance(moe_layers, (list, tuple, range, set, frozenset)):
+        raise InvalidValueError("moe_layers", moe_layers, "give the indices of the MoE layers, e.g. range(0, 32, 2)")
+    idx = set()
+    for x in moe_layers:
+        if not isinstance(x, int) or isinstance(x, bool) or not 0 <= x < spec.n_layers:
+            raise InvalidValueError("moe_layers", x, f"layer indices are 0..{spec.n_layers - 1}")
+        idx.add(x)
+    return [k in idx for k in range(spec.n_layers)]
+
+
+@checked_call
+def even_split(n_layers: int, pp: int) -> tuple[int, ...]:
+    """Layers per stage of the even split: the first n_layers mod pp stages get one more."""
+    n_layers, pp = check_positive_int("n_layers", n_layers), check_positive_int("pp", pp)
+    q, r = divmod(n_layers, pp)
+    return tuple(q + (1 if k < r else 0) for k in range(pp))
+
+
+def _stage_layers(spec: ModelSpec, pp: int, stage_layers) -> tuple[int, ...]:
+    pp = check_positive_int("pp", pp)
+    if pp > spec.n_layers:
+        raise InvalidValueError("pp", pp, f"at most one stage per layer: pp <= {spec.n_layers}")
+    if stage_layers is None:
+        return even_split(spec.n_layers, pp)
+    if not isinstance(stage_layers, (list, tuple)):
+        raise InvalidValueError("stage_layers", stage_layers, f"give {pp} layer counts summing to {spec.n_layers}, "
+                                                              "e.g. (8, 8)")
+    layers = tuple(check_positive_int("stage_layers", x, allow_zero=True) for x in stage_layers)
+    if len(layers) != pp or sum(layers) != spec.n_layers:
+        raise InvalidValueError("stage_layers", stage_layers, f"give {pp} layer counts summing to {spec.n_layers}")
+    return layers
+
+
+@checked_call
+def in_flight(pp: int, stage: int, n_micro: int, schedule: str = "1f1b", virtual_stages: int = 1) -> Fraction:
+    """Micro-batches whose activations stage ``stage`` (0-based) holds at its peak (IN_FLIGHT). Chapter 11."""
+    pp, n_micro = check_positive_int("pp", pp), check_positive_int("n_micro", n_micro)
+    virtual_stages = check_positive_int("virtual_stages", virtual_stages)
+    stage = check_number("stage", stage, minimum=0, maximum=pp - 1, integer=True,
+                         allowed=f"stages are 0..{pp - 1} (0 = the first)")
+    schedule = check_choice("schedule", schedule, SCHEDULES)
+    key = "gpipe" if schedule == "gpipe" else ("interleaved" if virtual_stages > 1 else "1f1b")
+    return _ev(IN_FLIGHT[key], dict(p=Fraction(pp), i=Fraction(stage), m=Fraction(n_micro), v=Fraction(virtual_stages)))
+
+
+def check_layout(spec: ModelSpec, plan: ParallelPlan) -> None:
+    """Raise InvalidValueError when the model cannot be laid out this way (heads, layers, experts)."""
+    kv_heads_per_gpu(spec, plan.tp)
+    if plan.pp > spec.n_layers:
+        raise InvalidValueError("pp", plan.pp, f"at most one stage per layer: pp <= {spec.n_layers}")
+    if plan.virtual_stages > 1 and spec.n_layers % (plan.pp * plan.virtual_stages):
+        raise InvalidValueError("virtual_stages", plan.virtual_stages,
+                                f"interleaving needs n_layers={spec.n_layers} divisible by pp x virtual_stages")
+    if plan.ep > 1 and (not spec.is_moe or spec.n_experts % plan.ep):
+        raise InvalidValueError("ep", plan.ep, f"must divide the experts of a MoE model ({spec.name}: {spec.n_experts})")
+
+
+def _buckets(rule: str, zero: int, tp: int, pp: int, grad_bytes: Fraction, overlap_comm: bool) -> tuple[str, int]:
+    rule = check_choice("buckets", rule, BUCKETS)
+    if rule == "auto":
+        rule = ("ddp" if tp == pp == 1 else "none") if zero == 0 else "deepspeed"
+    if rule == "none":
+        return rule, 0
+    if rule == "ddp":
+        return rule, F.to_int_bytes(grad_bytes)
+    if rule == "hf-rule":
+        return rule, 2 * (DEEPSPEED_REDUCE_BUCKET + DEEPSPEED_ALLGATHER_BUCKET) * (Fraction(9, 2) if overlap_comm else 1)
+    if zero == 3:
+        return rule, 2 * (DEEPSPEED_REDUCE_BUCKET + DEEPSPEED_PREFETCH_BUCKET)
+    return rule, 2 * DEEPSPEED_REDUCE_BUCKET * (2 if overlap_comm else 1)
+
+
+def _activation_style(spec: ModelSpec, plan: ParallelPlan, style: str) -> str:
+    style = check_choice("activation_style", style, ("auto",) + A.ACTIVATION_STYLES)
+    hf_ok = spec.family in A.HF_FAMILIES and spec.norm == "rmsnorm" and spec.gated_mlp and not spec.n_shared_experts
+    if style == "auto":
+        return "hf" if (plan.tp == plan.pp == 1 and hf_ok) else "megatron"
+    if style == "hf" and (plan.tp > 1 or plan.pp > 1):
+        raise InvalidValueError("activation_style", "hf", "the hf accounting models one device per replica (HF Trainer "
+                                                          "with DDP/ZeRO/FSDP): needs tp=1 and pp=1; use 'megatron'")
+    return style
+
+
+def _stage_activations(spec: ModelSpec, plan: ParallelPlan, seq: int, layers: tuple[int, ...], style: str,
+                       precision: str, attention: str) -> list[int]:
+    if style == "hf":
+        return [A.activation_bytes(spec, seq, plan.micro_batch, precision, attention, plan.recompute, "hf", "model")]
+    vals = _values(spec, s=seq, b=plan.micro_batch, t=plan.tp, z_sp=int(plan.sequence_parallel))
+    a_layer = _ev(A.MEGATRON_LAYER_BY_RECOMPUTE[plan.recompute], vals)
+    out = []
+    for i, n in enumerate(layers):
+        fl = in_flight(plan.pp, i, plan.n_micro, plan.schedule, plan.virtual_stages)
+        val = _ev(STAGE_ACTIVATIONS, dict(vals, F_i=fl, L_i=Fraction(n), A_layer=a_layer, z_first=Fraction(int(i == 0)),
+                                          z_last=Fraction(int(i == plan.pp - 1))))
+        out.append(F.to_int_bytes(val))
+    return out
+
+
+# --- the main function -------------------------------------------------------------------------------------
+def _plan_notes(spec: ModelSpec, plan: ParallelPlan, seq: int, style: str, prec: str, attention: str,
+                convention: str, method: str) -> list[str]:
+    """The named exceptions of a plan known before its stages: replicated KV heads, recomputation that costs (a
+    ZeRO stage holding more model states than a lower one is noted per stage in :func:`plan_memory`)."""
+    out = []
+    if plan.tp > spec.n_kv_heads:
+        out.append(f"tp={plan.tp} > n_kv_heads={spec.n_kv_heads}: each rank keeps {kv_heads_per_gpu(spec, plan.tp)} "
+                   f"whole KV head, replicated {plan.tp // spec.n_kv_heads}x (vLLM's QKVParallelLinear rule); "
+                   "Megatron-Core refuses tp not dividing num_query_groups")
+    if style == "hf" and plan.recompute != "none":
+        note = A.recompute_note(spec, seq, plan.micro_batch, prec, attention, plan.recompute, "hf")
+        if note:
+            out.append(note)
+    return out
+
+
+@checked_call
+def plan_memory(model: ModelSpec | str, plan: ParallelPlan | None = None, seq: int = 2048, *, method: str = "full",
+                precision: str = "bf16", optimizer: str = "adamw", convention: str = "mixed-fp32-master",
+                activation_style: str = "auto", attention: str = "sdpa", lora_rank: int = 16,
+                lora_targets="all-linear", base_weights: str | None = None, buckets: str = "auto",
+                overlap_comm: bool = False, gather_buffer: bool | None = None, reserve: int | str = DEFAULT_RESERVE,
+                stage_layers: tuple[int, ...] | None = None, moe_layers=None, **plan_fields) -> PlanMemory:
+    """Per-GPU (and host) memory of every pipeline stage of a training plan. Chapters 3, 4, 9, 11, 12.
+
+    ``plan`` or plan fields as keywords (``plan_memory(m, tp=8, pp=4, dp=1, zero=1, recompute="selective")``).
+    ``activation_style``: "auto" = "hf" (measured transformers tensors; tp = pp = 1) when the family is modelled,
+    else "megatron" (Korthikanti et al. 2022, with TP/SP/PP). ``method``: full | lora | qlora (lora and qlora:
+    tp = pp = 1, the frozen base sharded over dp only under ZeRO-3). ``gather_buffer``: None = the convention's
+    (deepspeed: 4 B x largest module on the rank), True = 4 B, False = none. ``stage_layers``: layers per stage
+    (default: the even split), e.g. from :func:`vramlib.planning.balance_pipeline`. Unknown keywords raise with
+    close matches among the plan fields and these arguments.
+
+    Named exceptions (each one a line of the result's ``notes``): tp > n_kv_heads keeps one whole KV head per rank
+    (KV_HEADS_PER_RANK, vLLM's rule; Megatron-Core refuses it); at dp = 1 the deepspeed convention's ZeRO-2
+    (DeepSpeed's estimator counts a 16-bit gradient partition beside the fp32 one, 2 + 18/N_d B/param against
+    ZeRO-1's 6 + 12/N_d) and ZeRO-3 (the gather buffer) need more than ZeRO-0/1 -- for N_d >= 2 the model states
+    never grow with the stage; a recomputation level that keeps more than a lighter one (fused q|k|v with eager
+    attention, :func:`vramlib.activations.recompute_note`). Not a monotone quantity by design: the communication
+    buckets (DDP's gradient copy at ZeRO-0, DeepSpeed's fixed 5e8-element buffers at ZeRO 1-3).
+    """
+    check_keywords("plan_memory", plan_fields, PLAN_FIELDS + _PLAN_MEMORY_ARGS)
+    spec = get_model(model)
+    if plan is not None and not isinstance(plan, ParallelPlan):
+        raise InvalidValueError("plan", plan, "give a ParallelPlan or plan fields as keywords")
+    if plan is None:
+        plan = ParallelPlan(**plan_fields)
+    elif plan_fields:
+        plan = plan.with_(**plan_fields)
+    seq = check_positive_int("seq", seq)
+    if not isinstance(overlap_comm, bool):
+        raise InvalidValueError("overlap_comm", overlap_comm, "must be True or False")
+    if gather_buffer is not None and not isinstance(gather_buffer, bool):
+        raise InvalidValueError("gather_buffer", gather_buffer, "must be None (the convention's), True or False")
+    method = check_choice("method", method, METHODS)
+    check_layout(spec, plan)
+    style = _activation_style(spec, plan, activation_style)
+    check_choice("attention", attention, A.ATTENTION)
+    if method != "full" and (plan.tp > 1 or plan.pp > 1):
+        raise InvalidValueError("method", method, "LoRA/QLoRA plans are modelled with tp=1 and pp=1 (data parallel + ZeRO)")
+    layers = _stage_layers(spec, plan.pp, stage_layers)
+    if method == "full":   # the LoRA options are unused: still refuse garbage rather than ignore it
+        lora_modules(spec, lora_targets)
+        check_positive_int("lora_rank", lora_rank)
+    if base_weights is not None:
+        get_precision(base_weights, field="base_weights")
+    cb = _conv_bytes(convention, precision, plan.zero)
+    prec = get_precision(precision, field="precision").name
+    acts = _stage_activations(spec, plan, seq, layers, style, prec, attention)
+    res = parse_memory(reserve, field="reserve")
+
+    def states(n: Fraction, dp: int, b_o: Fraction) -> dict[str, Fraction]:
+        vals = dict(Psi=n, N_d=Fraction(dp), b_o=b_o, **{k: cb[k] for k in ("b_w", "b_g", "b_gh", "b_m")})
+        return {name: _ev(expr, vals) for name, expr in ZERO_STATES[plan.zero].items()}
+
+    gpu_stages, host_stages, nvme_stages = [], [], []
+    notes = [f"activations: {style} accounting" + (f", seq {seq:,} x micro-batch {plan.micro_batch}")]
+    notes += _plan_notes(spec, plan, seq, style, prec, attention, convention, method)
+    if method == "full":
+        per_stage = stage_params(spec, plan.tp, plan.pp, plan.ep, layers, moe_layers)
+        b_o = Fraction(optimizer_state_bytes(spec, optimizer), spec.weight_params)
+    else:
+        base = base_weights or ("nf4-dq" if method == "qlora" else prec)
+        base_parts = weights_detail(spec, base)
+        n_t = lora_params(spec, lora_rank, lora_targets)
+        per_stage = [(Fraction(n_t), Fraction(0))]
+        b_o = Fraction(optimizer_state_bytes(spec, optimizer, lora_rank=lora_rank, lora_targets=lora_targets), n_t)
+    zero_note: list[str] = []
+    for i, (dense, expert) in enumerate(per_stage):
+        parts = states(dense, plan.dp, b_o)
+        if expert:
+            for name, val in states(expert, plan.dp // plan.ep, b_o).items():
+                parts[name] += val
+        gpu: dict[str, Fraction] = {}
+        host: dict[str, Fraction] = {}
+        nvme = Fraction(0)
+        if method != "full":
+            for k, val in base_parts.items():
+                name = k if k != "weights" else f"base weights ({base})"
+                gpu[name] = Fraction(val, plan.dp) if plan.zero == 3 else Fraction(val)
+            parts = {("LoRA adapters" if k == "weights" else k): val for k, val in parts.items()}
+        for name, val in parts.items():
+            if not val:
+                continue
+            is_grad = "gradients" in name
+            is_weight = name in ("weights", "LoRA adapters")
+            where = "gpu"
+            if is_weight and plan.offload_params != "none":
+                where = plan.offload_params
+            elif name in ("master weights (fp32)", "optimizer states") and plan.offload_optimizer != "none":
+                where = plan.offload_optimizer
+            elif is_grad and plan.offload_optimizer != "none" and plan.zero >= 2:
+                where = "cpu"
+            if where == "gpu":
+                gpu[name] = val
+            elif where == "cpu":
+                host[name] = val
+            else:
+                nvme += val
+        g_per = cb["gather"] if gather_buffer is None else (Fraction(4) if gather_buffer else Fraction(0))
+        if plan.zero == 3 and g_per and method == "full":
+            pos = "single" if plan.pp == 1 else ("first" if i == 0 else ("last" if i == plan.pp - 1 else "middle"))
+            gpu["ZeRO-3 gather buffer"] = g_per * largest_module_params(spec, plan.tp, plan.ep, pos) * _scale(spec)
+        stage_notes = list(notes)
+        if plan.zero and plan.offload_optimizer == plan.offload_params == "none":
+            here = sum(parts.values(), Fraction(0)) + gpu.get("ZeRO-3 gather buffer", Fraction(0))
+            for k in range(plan.zero):                   # a lower stage with fewer model-state bytes: say so
+                ck = _conv_bytes(convention, precision, k)
+                low = Fraction(0)
+                for n_, dp_ in ((dense, plan.dp), (expert, plan.dp // plan.ep)):
+                    vals = dict(Psi=n_, N_d=Fraction(dp_), b_o=b_o, **{x: ck[x] for x in ("b_w", "b_g", "b_gh", "b_m")})
+                    low += sum((_ev(e, vals) for e in ZERO_STATES[k].values()), Fraction(0))
+                if method != "full" and plan.zero == 3:      # the frozen base is sharded only under ZeRO-3
+                    low += sum((Fraction(v_) for v_ in base_parts.values()), Fraction(0)) * (1 - Fraction(1, plan.dp))
+                if here > low:
+                    why = ("the deepspeed convention's ZeRO-2 keeps DeepSpeed's 16-bit gradient partition beside the "
+                           "fp32 one (2 + 18/N_d B/param), which only pays off from dp=2" if plan.zero == 2 and
+                           cb["b_gh"] else
+                           "the ZeRO-3 gather buffer (4 B x the largest module) outweighs what sharding saves"
+                           if "ZeRO-3 gather buffer" in gpu else "ZeRO shards nothing at dp=1")
+                    stage_notes.append(f"stage {i}: ZeRO-{plan.zero} keeps {F.to_int_bytes(here - low):,} bytes more "
+                                       f"model states than ZeRO-{k} at dp={plan.dp}: {why}")
+                    if not zero_note:
+                        zero_note.append(stage_notes[-1])
+                    break
+        grad_gpu = sum((val for k, val in gpu.items() if "gradients" in k), Fraction(0))
+        grad_all = sum((val for k, val in parts.items() if "gradients" in k), Fraction(0))
+        rule, bucket = _buckets(buckets, plan.zero, plan.tp, plan.pp, grad_gpu or grad_all, overlap_comm)
+        if bucket:
+            gpu[f"communication buckets ({rule})"] = Fraction(bucket)
+        gpu["activations"] = Fraction(acts[i] if len(acts) > 1 else acts[0])
+        gpu["reserve (CUDA context, framework)"] = Fraction(res)
+        gpu_stages.append(Breakdown({k: F.to_int_bytes(x) for k, x in gpu.items()},
+                                    title=f"{spec.name}: {plan.label()}, stage {i} of {plan.pp} ({layers[i]} layers), "
+                                          f"{method}, {convention}", notes=tuple(stage_notes)))
+        host_stages.append(Breakdown({k: F.to_int_bytes(x) for k, x in host.items()},
+                                     title=f"{spec.name}: host memory per rank, stage {i}"))
+        nvme_stages.append(F.to_int_bytes(nvme))
+    return PlanMemory(spec.name, plan, layers, tuple(gpu_stages), tuple(host_stages), tuple(nvme_stages),
+                      tuple(notes + zero_note))
+
+
+_PLAN_MEMORY_ARGS = ("model", "plan", "seq", "method", "precision", "optimizer", "convention", "activation_style",
+                     "attention", "lora_rank", "lora_targets", "base_weights", "buckets", "overlap_comm",
+                     "gather_buffer", "reserve", "stage_layers", "moe_layers")
+
+
+# --- DeepSpeed's estimators (deepspeed/runtime/zero/stage_1_and_2.py, stage3.py) ----------------------------
+N_tot = sp.Symbol("N", integer=True, positive=True)        # total_params
+N_L = sp.Symbol("N_L", integer=True, nonnegative=True)     # largest_layer_params
+n_g = sp.Symbol("n_g", integer=True, positive=True)        # num_gpus_per_node
+n_n = sp.Symbol("n_n", integer=True, positive=True)        # num_nodes
+f_b = sp.Symbol("f_b", positive=True)                      # additional_buffer_factor (1.5)
+
+DEEPSPEED_ZERO2: dict[tuple[str, bool], sp.Expr] = {
+    ("gpu", True): 2 * N_tot,
+    ("cpu", True): sp.floor(N_tot * sp.Max(4 * n_n * n_g, 16, evaluate=False) * f_b, evaluate=False),
+    ("gpu", False): 2 * N_tot + sp.floor(18 * N_tot / (n_n * n_g), evaluate=False),
+    ("cpu", False): sp.floor(N_tot * 4 * n_g * f_b, evaluate=False),
+}
+"""``estimate_zero2_model_states_mem_needs`` (after PR #5099, 2024): (side, cpu_offload) -> bytes. GPU without
+offload: 2 = 16-bit params, 18 = 16-bit grads + fp32 grads + fp32 params + Adam. Chapters 3, 4."""
+
+DEEPSPEED_ZERO2_PRE_5099 = {**DEEPSPEED_ZERO2,
+                            ("gpu", False): 4 * N_tot + sp.floor(16 * N_tot / (n_n * n_g), evaluate=False)}
+"""The same estimator before PR #5099 (what DeepSpeed printed from 2021 to April 2024)."""
+
+DEEPSPEED_ZERO3: dict[tuple[str, bool, bool, bool], sp.Expr] = {
+    ("gpu", True, True, True): 4 * N_L,
+    ("cpu", True, True, True): sp.floor(N_tot * 18 * f_b / n_n, evaluate=False),
+    ("gpu", True, True, False): 4 * N_L,
+    ("cpu", True, True, False): sp.floor(N_tot * sp.Max(4 * n_g, 18 / n_n, evaluate=False) * f_b, evaluate=False),
+    ("gpu", True, False, True): 4 * N_L + sp.floor(2 * N_tot / (n_n * n_g), evaluate=False),
+    ("cpu", True, False, True): sp.floor(N_tot * 16 * f_b / n_n, evaluate=False),
+    ("gpu", True, False, False): 4 * N_L + sp.floor(2 * N_tot / (n_n * n_g), evaluate=False),
+    ("cpu", True, False, False): sp.floor(N_tot * sp.Max(4 * n_g, 16 / n_n, evaluate=False) * f_b, evaluate=False),
+    ("gpu", False, False, True): 4 * N_L + sp.floor(18 * N_tot / (n_n * n_g), evaluate=False),
+    ("cpu", False, False, True): sp.floor(N_L * 4 * n_g * f_b, evaluate=False),
+    ("gpu", False, False, False): 4 * N_L + sp.floor(18 * N_tot / (n_n * n_g), evaluate=False),
+    ("cpu", False, False, False): sp.floor(N_tot * 4 * n_g * f_b, evaluate=False),
+}
+"""``estimate_zero3_model_states_mem_needs``: (side, cpu_offload, cpu_offload_params, zero_init) -> bytes.
+4 x largest layer = its gathered 16-bit params and 16-bit grads. Chapters 3, 4, 12."""
+
+
+@dataclass(frozen=True)
+class DeepSpeedEstimate:
+    """One row of DeepSpeed's estimator table: bytes per CPU (node) and per GPU, and the options."""
+
+    stage: int
+    cpu_bytes: int
+    gpu_bytes: int
+    options: str
+    largest_layer_bytes: int = 0
+
+    def row(self) -> str:
+        """The row as DeepSpeed prints it (GB there = 2^30 bytes)."""
+        return f" {self.cpu_bytes / 2**30:7.2f}GB | {self.gpu_bytes / 2**30:6.2f}GB | {self.options}"
+
+
+def _ds_inputs(total_params, num_gpus_per_node, num_nodes, additional_buffer_factor):
+    n = check_positive_int("total_params", total_params)
+    g = check_positive_int("num_gpus_per_node", num_gpus_per_node)
+    nn = check_positive_int("num_nodes", num_nodes)
+    f_b = check_number("additional_buffer_factor", additional_buffer_factor, minimum=0, min_inclusive=False,
+                       allowed="must be a positive number (DeepSpeed: 1.5)")
+    return dict(N=n, n_g=g, n_n=nn, f_b=Fraction(f_b))
+
+
+def _model_total_and_largest(total_params, largest_layer_params):
+    if isinstance(total_params, (ModelSpec, str)):
+        spec = get_model(total_params)
+        lg = largest_module_params(spec) if largest_layer_params is None else largest_layer_params
+        return spec.n_params, int(lg)
+    return total_params, largest_layer_params
+
+
+@checked_call
+def deepspeed_zero2_estimate(total_params, num_gpus_per_node: int = 1, num_nodes: int = 1, cpu_offload: bool = True,
+                             additional_buffer_factor=1.5, version: str = "current") -> DeepSpeedEstimate:
+    """DeepSpeed's ``estimate_zero2_model_states_mem_needs`` (same arguments and defaults; ``total_params`` may be a
+    model). ``version``: "current" (after PR #5099) or "pre-5099". Bytes are exact (DeepSpeed truncates with int()).
+    Chapters 3, 4."""
+    total, _ = _model_total_and_largest(total_params, 0)
+    vals = _ds_inputs(total, num_gpus_per_node, num_nodes, additional_buffer_factor)
+    table = DEEPSPEED_ZERO2 if check_choice("version", version, ("current", "pre-5099")) == "current" \
+        else DEEPSPEED_ZERO2_PRE_5099
+    cpu_offload = bool(cpu_offload)
+    cpu, gpu = (int(_ev(table[(side, cpu_offload)], vals)) for side in ("cpu", "gpu"))
+    return DeepSpeedEstimate(2, cpu, gpu, f"offload_optimizer={'cpu' if cpu_offload else 'none'}")
+
+
+@checked_call
+def deepspeed_zero3_estimate(total_params, largest_layer_params: int | None = None, num_gpus_per_node: int = 1,
+                             num_nodes: int = 1, cpu_offload: bool = True, cpu_offload_params: bool = True,
+                             zero_init: bool = True, additional_buffer_factor=1.5) -> DeepSpeedEstimate:
+    """DeepSpeed's ``estimate_zero3_model_states_mem_needs`` (same arguments and defaults). With a model for
+    ``total_params``, the largest layer is :func:`largest_module_params` unless given. Chapters 3, 4, 12."""
+    total, largest = _model_total_and_largest(total_params, largest_layer_params)
+    if largest is None:
+        raise InvalidValueError("largest_layer_params", None, "give the largest module's parameters (or pass a model)")
+    vals = _ds_inputs(total, num_gpus_per_node, num_nodes, additional_buffer_factor)
+    vals["N_L"] = check_positive_int("largest_layer_params", largest, allow_zero=True)
+    key = (bool(cpu_offload), bool(cpu_offload) and bool(cpu_offload_params), bool(zero_init))
+    cpu, gpu = (int(_ev(DEEPSPEED_ZERO3[(side,) + key], vals)) for side in ("cpu", "gpu"))
+    opts = (f"offload_param={'cpu' if key[1] else 'none'}, offload_optimizer={'cpu' if key[0] else 'none'}, "
+            f"zero_init={int(key[2])}")
+    return DeepSpeedEstimate(3, cpu, gpu, opts, 4 * vals["N_L"])
+
+
+@checked_call
+def deepspeed_estimate_table(total_params, largest_layer_params: int | None = None, num_gpus_per_node: int = 1,
+                             num_nodes: int = 1, additional_buffer_factor=1.5, stage: int = 3) -> list[DeepSpeedEstimate]:
+    """All rows DeepSpeed's ``estimate_zero{2,3}_model_states_mem_needs_all_cold`` prints, in its order."""
+    if stage == 2:
+        return [deepspeed_zero2_estimate(total_params, num_gpus_per_node, num_nodes, off, additional_buffer_factor)
+                for off in (True, False)]
+    if stage != 3:
+        raise InvalidValueError("stage", stage, "DeepSpeed estimates ZeRO stage 2 or 3")
+    rows = []
+    for off in (True, False):
+        for offp in (True, False):
+            if not off and offp:
+                continue
+            for zi in (True, False):
+                rows.append(deepspeed_zero3_estimate(total_params, largest_layer_params, num_gpus_per_node, num_nodes,
+                                                     off, offp, zi, additional_buffer_factor))
+    return rows
+
+
+# --- a 175B shape for the source's example (chapter 12) -----------------------------------------------------
+SOURCE_175B = SOURCE_SHAPES["source-175b"]
+"""The source's 175B model with GPT-3's shape (catalogue key ``source-175b``)."""
+
+__all__ = [
+    "BUCKETS", "DEEPSPEED_ZERO2", "DEEPSPEED_ZERO2_PRE_5099", "DEEPSPEED_ZERO3", "DeepSpeedEstimate", "IN_FLIGHT",
+    "ATTN_PARAMS_RANK", "KV_HEADS_PER_RANK", "MODULE_PARAMS_RANK", "allowed_tp", "kv_heads_per_gpu", "LAYER_PARAMS_RANK_DENSE", "LAYER_PARAMS_RANK_EXPERTS", "MEGATRON_EMBED_ACT", "MEGATRON_HEAD_ACT", "MODULE_PARAMS",
+    "ParallelPlan", "PlanMemory", "SOURCE_175B", "STAGE_ACTIVATIONS", "STAGE_PARAMS", "ZERO_MODEL_STATES",
+    "ZERO_PAPER", "ZERO_PARTS", "ZERO_STATES", "check_layout", "deepspeed_estimate_table", "deepspeed_zero2_estimate",
+    "deepspeed_zero3_estimate", "even_split", "in_flight", "largest_module_params", "plan_memory", "stage_params",
+    "zero_model_states", "zero_parts",
+]

@@ -1,0 +1,163 @@
+"""The bookshelf panel (chapter 14): model, precision, context, conversations, GPU, task, heads, KV heads ->
+the shelf redrawn as inline SVG (no matplotlib, so an update stays far under 50 ms)."""
+from __future__ import annotations
+
+import html
+from functools import lru_cache
+
+from ...memory.breakdown import Breakdown
+from ...explain.bookshelf import Shelf, bookshelf_svg, shelf_alt_text, shelf_layout, verdict
+from ...core.errors import InvalidValueError, VramlibError, check_choice
+from ...catalog.hardware import GPUS, get_gpu
+from ...memory.inference import inference_memory
+from ...catalog.models import get_model, model_names
+from ...catalog.precision import get_precision, precision_names
+from ...memory.training import training_memory
+from .base import bounded_int, range_problem, render, with_static_view
+
+TASKS = ("inference", "training", "both")
+"""inference: answer questions; training: full training (every weight learns); both: the two shelves."""
+
+
+def _with_heads(m, n_heads: int, n_kv_heads: int):
+    """Change the heads only when asked (``with_heads`` re-derives head_dim from the hidden size, which some
+    models, such as Gemma-2, do not follow)."""
+    if n_heads == m.n_heads:
+        return m if n_kv_heads == m.n_kv_heads else m.with_(n_kv_heads=n_kv_heads)
+    return m.with_heads(n_heads, n_kv_heads)
+
+
+def bookshelf_compute(model, n_heads: int, n_kv_heads: int, weights: str, tokens: int, gpu: str, task: str = "both",
+                      batch: int = 1, prefill_chunk: int | None = 2048, volumes: int = 12,
+                      js_data: dict | None = None) -> list[tuple[str, Shelf]]:
+    """One update: ``[(caption, Shelf), ...]`` for inference and/or full training of ``model`` on ``gpu``.
+
+    ``js_data``: :func:`bookshelf_js_data`, what the static book's calculator (``vramlib/js/bookshelf.js``) needs
+    from vramlib (the catalogue models, the furniture tables); ignored here.
+
+    Inference: ``weights`` for the books, a KV cache in the same precision when it is a float format
+    (fp16 otherwise), ``batch`` conversations of ``tokens`` tokens, prefill in chunks of ``prefill_chunk``.
+    Training: full training in ``weights`` (bf16, fp16 or fp32), sequences of ``tokens``, micro-batch ``batch``.
+    """
+    m = _with_heads(get_model(model), n_heads, n_kv_heads)
+    task = check_choice("task", task, TASKS)
+    card = get_gpu(gpu)
+    prec = get_precision(weights, field="precision")
+    out = []
+    if task in ("inference", "both"):
+        kv = prec.name if prec.is_float and prec.name != "tf32" else "fp16"
+        bd = inference_memory(m, prec.name, kv, tokens, batch, "sdpa", prefill_chunk=prefill_chunk)
+        out.append((f"Using the model: {batch} x {tokens:,} tokens of conversation", shelf_layout(bd, card, prec.name,
+                                                                                                  volumes)))
+    if task in ("training", "both"):
+        if prec.name not in ("bf16", "fp16", "fp32"):
+            raise InvalidValueError("precision", prec.name, "teaching (training) needs bf16, fp16 or fp32 books; "
+                                    "compact 8- and 4-bit books are for inference (task 'inference')")
+        bd = training_memory(m, "full", seq=tokens, micro_batch=batch, precision=prec.name)
+        out.append((f"Teaching the model: {batch} x {tokens:,}-token sequences", shelf_layout(bd, card, prec.name,
+                                                                                             volumes)))
+    return out
+
+
+def shelf_breakdown(shelf: Shelf) -> Breakdown:
+    """The shelf's items as a Breakdown, in shelf order (its table in the panel)."""
+    return Breakdown({i.component: i.nbytes for i in shelf.items}, title=shelf.title)
+
+
+def bookshelf_render(shelves: list[tuple[str, Shelf]] | Exception) -> str:
+    """HTML: for each shelf its caption and verdict, the SVG on a common scale; then the pictures in words (alt
+    text) and each shelf's numbers; or an error line."""
+    if isinstance(shelves, Exception):
+        return render(shelves)
+    xmax = max(max(s.total_bytes, s.capacity_bytes) for _, s in shelves)
+    blocks = []
+    for caption, s in shelves:
+        colour = "#1b7837" if s.fits else "#c62828"
+        blocks.append(f"<p style='margin:6px 0 2px 0'><b>{html.escape(caption)}.</b> "
+                      f"<span style='color:{colour}'>{html.escape(verdict(s))}</span></p>"
+                      + bookshelf_svg(s, xmax_bytes=xmax))
+    words = "<br>".join(html.escape(shelf_alt_text(s)) for _, s in shelves)
+    tables = "".join(shelf_breakdown(s)._repr_html_().replace(
+        "<table class='vramlib-breakdown'>", "<table class='vramlib-breakdown-more'>", int(k > 0))
+        for k, (_, s) in enumerate(shelves))
+    return ("".join(blocks) + "<details><summary>the picture in words, and the numbers</summary>"
+            f"<span class='vramlib-verdict'>{words}</span>{tables}</details>")
+
+
+@lru_cache(maxsize=1)
+def bookshelf_js_data() -> dict:
+    """What ``vramlib/js/bookshelf.js`` takes from vramlib, as JSON: every catalogue model (``jsgen.model_json``),
+    the furniture, print qualities, order and words of :mod:`vramlib.bookshelf`, and the tasks."""
+    from ...explain import bookshelf as B
+    from ...web.jsgen import model_json
+
+    return {
+        "models": {n: model_json(get_model(n)) for n in model_names()},
+        "furniture": {k: {"thing": f.thing, "plain": f.plain, "colour": f.colour, "height": f.height}
+                      for k, f in B._FURNITURE.items()},
+        "component_kind": [list(x) for x in B._COMPONENT_KIND], "order": list(B._ORDER), "technical": dict(B._TECHNICAL),
+        "quality": [[low, name, list(colours)] for low, name, colours in B._QUALITY], "short": dict(B._SHORT),
+        # the two literals of bookshelf.shelf_layout and bookshelf.item_colour (quantization constants, their key)
+        "book_plain": {"quantization constants": "the key to the compact print",
+                       "unquantized tensors": "pages a compact edition keeps in full colour"},
+        "constants_colour": "#c8ad7f", "red": B._RED, "tasks": list(TASKS),
+    }
+
+
+def evaluate_bookshelf(values: dict) -> str:
+    """Compute and render; a VramlibError (or a bug) becomes one line in place, never a traceback."""
+    try:
+        return bookshelf_render(bookshelf_compute(**values))
+    except VramlibError as e:
+        return render(e)
+    except Exception as e:  # noqa: BLE001  (a bug: still one line in place)
+        return render(VramlibError(f"internal error ({type(e).__name__}): {e}; please report it"))
+
+
+def bookshelf_panel(model="llama-3.1-8b", weights: str = "bf16", tokens: int = 4096, gpu: str = "rtx-4090",
+                    task: str = "both", batch: int = 1):
+    """Controls: model, precision (print quality), context, conversations, GPU, task, heads, KV heads."""
+    import ipywidgets as w
+
+    m = get_model(model)
+    style = {"description_width": "initial"}
+    controls = {
+        "model": w.Dropdown(options=model_names(), value=m.name if m.name in model_names() else model_names()[0],
+                            description="model", style=style),
+        "weights": w.Dropdown(options=precision_names(), value=weights, description="precision", style=style),
+        "tokens": bounded_int(value=tokens, min=1, max=10**7, step=1024, description="context (tokens)",
+                                   style=style),
+        "batch": bounded_int(value=batch, min=1, max=4096, description="conversations at once", style=style),
+        "gpu": w.Dropdown(options=sorted(GPUS), value=gpu, description="GPU", style=style),
+        "task": w.Dropdown(options=list(TASKS), value=task, description="task", style=style),
+        "n_heads": bounded_int(value=m.n_heads, min=1, max=512, description="heads", style=style),
+        "n_kv_heads": bounded_int(value=m.n_kv_heads, min=1, max=512, description="KV heads", style=style),
+    }
+    out = w.HTML()
+    busy = [False]
+
+    def on_model(change) -> None:  # a new model brings its own heads and KV heads: one update, not three
+        mm = get_model(change["new"])
+        busy[0] = True
+        try:
+            controls["n_heads"].value = mm.n_heads
+            controls["n_kv_heads"].value = mm.n_kv_heads
+        finally:
+            busy[0] = False
+        update()
+
+    def update(_=None) -> None:
+        if busy[0]:
+            return
+        problem = range_problem(controls)
+        out.value = render(problem) if problem else evaluate_bookshelf({k: c.value for k, c in controls.items()})
+
+    controls["model"].observe(on_model, names="value")
+    for k, c in controls.items():
+        if k != "model":
+            c.observe(update, names="value")
+    update()
+    keys = list(controls)
+    box = w.VBox([w.HBox([controls[k] for k in keys[i:i + 3]]) for i in range(0, len(keys), 3)] + [out])
+    return with_static_view(box, controls, out.value, compute=bookshelf_compute,  # live in the static book too
+                            fixed={"js_data": bookshelf_js_data()})

@@ -1,0 +1,46 @@
+"""Inference panels: heads, KV heads, weight and KV formats, context, batch, attention, GPU (chapters 1, 5, 7)."""
+from __future__ import annotations
+
+from ...solve.feasibility import max_tokens
+from ...catalog.hardware import GPUS, get_gpu
+from ...memory.inference import inference_memory
+from ...catalog.models import get_model
+from ...catalog.precision import precision_names
+from ...core.units import fmt_bytes
+from .base import Computed, bounded_int, panel
+
+
+def inference_compute(model, n_heads: int, n_kv_heads: int, weights: str, kv_dtype: str, tokens: int, gpu: str,
+                      attention: str = "sdpa", batch: int = 1, reserve: str = "0.5GB") -> Computed:
+    """One update of an inference panel (chapters 1, 5, 7): breakdown, GPU capacity, verdict with max context."""
+    m = get_model(model).with_heads(n_heads, n_kv_heads)
+    card = get_gpu(gpu)
+    bd = inference_memory(m, weights, kv_dtype, tokens, batch, attention, reserve)
+    longest = max_tokens(m, card.memory_bytes, weights, kv_dtype, batch, reserve, attention=attention)
+    free = bd.free_bytes(card)
+    verdict = (f"Fits on {card.key}: {fmt_bytes(free)} free." if free >= 0
+               else f"Does not fit on {card.key}: short by {fmt_bytes(-free)}.")
+    verdict += f" Longest context at batch {batch}: {longest:,} tokens" + (
+        f" (the model was trained for {m.max_context:,})." if longest > m.max_context else ".")
+    return bd, card.memory_bytes, verdict
+
+
+def inference_panel(model, gpu: str = "rtx-4090", weights: str = "int4", kv_dtype: str = "fp16", tokens: int = 4096,
+                    attention: str = "sdpa", batch: int = 1):
+    """Controls: heads, KV heads, weight format, KV format, context, batch, attention, GPU (chapters 1, 5, 7)."""
+    import ipywidgets as w
+
+    m = get_model(model)
+    style = {"description_width": "initial"}
+    kv_formats = ["fp32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2", "int8", "int4"]
+    controls = {
+        "n_heads": bounded_int(value=m.n_heads, min=1, max=512, description="heads", style=style),
+        "n_kv_heads": bounded_int(value=m.n_kv_heads, min=1, max=512, description="KV heads", style=style),
+        "weights": w.Dropdown(options=precision_names(), value=weights, description="weights", style=style),
+        "kv_dtype": w.Dropdown(options=kv_formats, value=kv_dtype, description="KV cache", style=style),
+        "tokens": bounded_int(value=tokens, min=1, max=10**7, step=1024, description="context (tokens)", style=style),
+        "batch": bounded_int(value=batch, min=1, max=4096, description="batch", style=style),
+        "attention": w.Dropdown(options=["sdpa", "flash", "eager"], value=attention, description="attention", style=style),
+        "gpu": w.Dropdown(options=sorted(GPUS), value=gpu, description="GPU", style=style),
+    }
+    return panel(inference_compute, controls, fixed={"model": m})

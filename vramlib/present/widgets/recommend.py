@@ -1,0 +1,130 @@
+"""The GPU recommender as a panel (chapter 9): model knobs, method, LoRA rank, optimizer, recompute, sequence,
+micro-batch, headroom and the largest GPU count -> the cheapest configurations that fit.
+
+:func:`recommend_compute` follows the panel contract ``(Breakdown, capacity, verdict)``: the per-GPU Breakdown of
+the cheapest configuration that fits, its card's memory, and a verdict naming the next ones; the panel also shows
+the table of ``vramlib.recommend.recommendation_table``. When nothing in the catalogue fits, the Breakdown is
+the job on the largest count tried and the verdict says so. Bad inputs show one line in place.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ...memory.activations import ATTENTION, RECOMPUTE
+from ...core.errors import InvalidValueError, VramlibError
+from ...memory.inference import DEFAULT_RESERVE
+from ...catalog.models import get_model
+from ...solve.recommend import recommend_gpus, recommendation_table
+from ...memory.training import METHODS, OPTIMIZERS
+from ...core.units import fmt_bytes
+from .base import Computed, dropdown, int_box, model_with_heads, panel, render
+
+TRAINING_PRECISIONS = ("bf16", "fp16", "fp32")
+MAX_GPUS = (1, 2, 4, 8)
+
+
+def _counts(max_gpus: int) -> tuple[int, ...]:
+    if max_gpus not in MAX_GPUS:
+        raise InvalidValueError("max_gpus", max_gpus, "choose 1, 2, 4 or 8")
+    return tuple(c for c in MAX_GPUS if c <= max_gpus)
+
+
+def recommend_rows(model, n_heads: int | None = None, n_kv_heads: int | None = None, precision: str = "bf16",
+                   method: str = "qlora", lora_rank: int = 16, optimizer: str = "adamw",
+                   convention: str = "mixed-fp32-master", recompute: str = "full", attention: str = "sdpa",
+                   seq: int = 2048, micro_batch: int = 1, headroom_pct: int = 10, max_gpus: int = 8,
+                   reserve: int | str = DEFAULT_RESERVE):
+    """The recommender's rows for the panel's settings (every card that fits, then the closest misses)."""
+    m = get_model(model)
+    m = model_with_heads(m, n_heads, n_kv_heads)
+    if isinstance(headroom_pct, bool) or not isinstance(headroom_pct, int) or not 0 <= headroom_pct < 100:
+        raise InvalidValueError("headroom_pct", headroom_pct, "must be a whole percentage in [0, 100)")
+    return recommend_gpus(m, method, seq, _counts(max_gpus), headroom_pct / 100, include_unfit=True,
+                          precision=precision, optimizer=optimizer, convention=convention, recompute=recompute,
+                          attention=attention, lora_rank=lora_rank, micro_batch=micro_batch, reserve=reserve)
+
+
+def _verdict(recs) -> str:
+    fit = [r for r in recs if r.fits]
+    if not fit:
+        return (f"Nothing in the catalogue fits under {1 - recs[0].headroom:.0%} with up to {max(r.count for r in recs)}"
+                " GPUs: shorten the sequence, recompute activations, use LoRA/QLoRA or more GPUs.") if recs else \
+            "No catalogue card to compare."
+    best = fit[0]
+
+    def say(r) -> str:
+        cost = r.cost_per_hour_usd
+        return f"{r.label()}" + (f" (${cost:,.2f}/h)" if cost is not None else " (no price)")
+
+    head = (f"Cheapest that fits: {say(best)}, {fmt_bytes(best.per_gpu_bytes)} of "
+            f"{fmt_bytes(best.capacity)} per GPU"
+            + (f", prices of {best.gpu.price_date}" if best.gpu.price_date else "") + ".")
+    if len(fit) > 1:
+        head += " Next: " + "; ".join(say(r) for r in fit[1:4]) + f". {len(fit)} cards fit in all."
+    return head
+
+
+def recommend_compute(model, **values) -> Computed:
+    """The cheapest fitting configuration's per-GPU Breakdown, its card's memory and the verdict (chapter 9)."""
+    recs = recommend_rows(model, **values)
+    if not recs:
+        raise VramlibError("gpu: no catalogue card to compare")
+    pick = recs[0]
+    return pick.memory.peak, (pick.capacity if pick.fits else None), _verdict(recs)
+
+
+def recommend_view(model, top: int = 8, **values) -> str:
+    """The panel's HTML: the bar, the verdict and the table of the ``top`` rows."""
+    try:
+        recs = recommend_rows(model, **values)
+        if not recs:
+            raise VramlibError("gpu: no catalogue card to compare")
+        pick = recs[0]
+        html = render((pick.memory.peak, pick.capacity if pick.fits else None, _verdict(recs)))
+        return html + recommendation_table(recs, top=top)._repr_html_()
+    except VramlibError as e:
+        return render(e)
+    except Exception as e:  # a bug, not a bad input: one line in place, never a traceback
+        return render(VramlibError(f"internal error ({type(e).__name__}): {e}; please report it"))
+
+
+def recommend_controls(model, precision: str = "bf16", method: str = "qlora", lora_rank: int = 16,
+                       optimizer: str = "adamw", convention: str = "mixed-fp32-master", recompute: str = "full",
+                       attention: str = "sdpa", seq: int = 2048, micro_batch: int = 1, headroom_pct: int = 10,
+                       max_gpus: int = 8) -> dict[str, Any]:
+    """Heads, KV heads, precision, method, LoRA rank, optimizer, convention, recompute, attention, sequence,
+    micro-batch, headroom, largest GPU count."""
+
+    m = get_model(model)
+    drop, num = dropdown, int_box
+
+    from ...memory.training import CONVENTIONS
+
+    return {
+        "n_heads": num(m.n_heads, 1, 512, "heads"),
+        "n_kv_heads": num(m.n_kv_heads, 1, 512, "KV heads"),
+        "precision": drop(TRAINING_PRECISIONS, precision, "precision"),
+        "method": drop(METHODS, method, "method"),
+        "lora_rank": num(lora_rank, 1, 4096, "LoRA rank"),
+        "optimizer": drop(OPTIMIZERS, optimizer, "optimizer"),
+        "convention": drop(CONVENTIONS, convention, "convention"),
+        "recompute": drop(RECOMPUTE, recompute, "recompute"),
+        "attention": drop(ATTENTION, attention, "attention"),
+        "seq": num(seq, 1, 10**7, "sequence", 512),
+        "micro_batch": num(micro_batch, 1, 4096, "micro-batch"),
+        "headroom_pct": num(headroom_pct, 0, 99, "headroom %"),
+        "max_gpus": drop(MAX_GPUS, max_gpus, "up to GPUs"),
+    }
+
+
+def recommend_panel(model, reserve: int | str = DEFAULT_RESERVE, top: int = 8, **defaults):
+    """The recommender panel (chapter 9). In the static book it is the ``recommend`` calculator
+    (:func:`recommend_compute`: the cheapest configuration's bar and table, the verdict naming the next ones),
+    computed in the browser by ``vramlib/js/recommend.js``."""
+    m = get_model(model)
+    return panel(recommend_compute, recommend_controls(m, **defaults), fixed={"model": m, "reserve": reserve},
+                 view=lambda values: recommend_view(top=top, **values))
+
+
+__all__ = ["MAX_GPUS", "recommend_compute", "recommend_controls", "recommend_panel", "recommend_rows",
+           "recommend_view"]

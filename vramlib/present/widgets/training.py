@@ -1,0 +1,72 @@
+"""Training panels: heads, KV heads, precision, method (full / LoRA / QLoRA), LoRA rank, optimizer, convention,
+recompute, attention kernel, activation accounting, sequence, micro-batch, GPU (chapters 2, 3, 4, 9, 10, 15).
+
+The verdict names the longest sequence that fits the card (:func:`vramlib.training_feasibility.max_seq_for_training`).
+The panel passes ``training_compute`` with ``fixed={"model", "reserve"}``, so a static-page calculator named
+``training`` can take it over (see :mod:`vramlib.widgets`).
+"""
+from __future__ import annotations
+
+from ...memory.activations import ACTIVATION_STYLES, ATTENTION, RECOMPUTE
+from ...core.errors import check_positive_int
+from ...catalog.hardware import GPUS, get_gpu
+from ...catalog.models import get_model
+from ...memory.training import CONVENTIONS, METHODS, OPTIMIZERS, training_memory
+from ...solve.training_feasibility import max_seq_for_training
+from ...core.units import fmt_bytes
+from .base import Computed, dropdown, int_box, panel
+
+TRAINING_PRECISIONS = ("bf16", "fp16", "fp32")
+
+
+def training_compute(model, n_heads: int, n_kv_heads: int, precision: str, method: str, lora_rank: int,
+                     optimizer: str, convention: str, recompute: str, attention: str, seq: int, micro_batch: int,
+                     gpu: str, activation_style: str = "hf", reserve: int | str = "0.5GB",
+                     lora_targets: str = "all-linear") -> Computed:
+    """One update of a training panel: the step's Breakdown, the GPU's memory, and a verdict with the longest
+    sequence that fits (chapters 2, 3, 4, 9, 10, 15)."""
+    m = get_model(model).with_heads(n_heads, n_kv_heads)
+    card = get_gpu(gpu)
+    seq = check_positive_int("seq", seq)
+    kw = dict(method=method, precision=precision, optimizer=optimizer, convention=convention, recompute=recompute,
+              attention=attention, lora_rank=lora_rank, lora_targets=lora_targets, micro_batch=micro_batch,
+              activation_style=activation_style, reserve=reserve)
+    bd = training_memory(m, seq=seq, **kw)
+    longest = max_seq_for_training(m, card.memory_bytes, **kw)
+    free = bd.free_bytes(card)
+    verdict = (f"Fits on {card.key}: {fmt_bytes(free)} free." if free >= 0
+               else f"Does not fit on {card.key}: short by {fmt_bytes(-free)}.")
+    if longest == 0:
+        verdict += f" Not even one token fits at micro-batch {micro_batch}: the states alone are too large."
+    else:
+        verdict += f" Longest sequence at micro-batch {micro_batch}: {longest:,} tokens" + (
+            f" (the model was trained for {m.max_context:,})." if longest > m.max_context else ".")
+    return bd, card.memory_bytes, verdict
+
+
+def training_panel(model, gpu: str = "rtx-a6000", method: str = "qlora", precision: str = "bf16", lora_rank: int = 16,
+                   optimizer: str = "adamw", convention: str = "mixed-fp32-master", recompute: str = "full",
+                   attention: str = "sdpa", seq: int = 2048, micro_batch: int = 1, activation_style: str = "hf",
+                   reserve: int | str = "0.5GB"):
+    """Controls: heads, KV heads, precision, method, LoRA rank, optimizer, convention, recompute, attention,
+    activation accounting, sequence, micro-batch, GPU (chapters 2, 3, 4, 9, 10, 15)."""
+
+    m = get_model(model)
+    drop = dropdown
+
+    controls = {
+        "n_heads": int_box(m.n_heads, 1, 512, "heads"),
+        "n_kv_heads": int_box(m.n_kv_heads, 1, 512, "KV heads"),
+        "precision": drop(TRAINING_PRECISIONS, precision, "precision"),
+        "method": drop(METHODS, method, "method"),
+        "lora_rank": int_box(lora_rank, 1, 4096, "LoRA rank"),
+        "optimizer": drop(OPTIMIZERS, optimizer, "optimizer"),
+        "convention": drop(CONVENTIONS, convention, "convention"),
+        "recompute": drop(RECOMPUTE, recompute, "recompute"),
+        "attention": drop(ATTENTION, attention, "attention"),
+        "activation_style": drop(ACTIVATION_STYLES, activation_style, "activations"),
+        "seq": int_box(seq, 1, 10**7, "sequence (tokens)", step=512),
+        "micro_batch": int_box(micro_batch, 1, 4096, "micro-batch"),
+        "gpu": drop(sorted(GPUS), gpu, "GPU"),
+    }
+    return panel(training_compute, controls, fixed={"model": m, "reserve": reserve})

@@ -1,0 +1,756 @@
+"""Serving: vLLM's KV-cache budget, a roofline throughput model, cost per million tokens, fit maps.
+
+Every formula is a sympy expression below, evaluated with :func:`vramlib.formulas.evaluate`;
+chapters display the same expressions (``sp.latex(expr, order="none")`` keeps the written order). Used in: chapters 5 (fit map), 6 (fit map, roofline,
+cost) and 8 (the vLLM budget against nvidia-smi).
+
+**The vLLM budget** follows vLLM's own start-up code (vllm-project/vllm, V1 engine):
+
+* ``vllm/v1/worker/gpu_worker.py`` (commit 35d5cda), ``Worker.init_device``: after the CUDA context
+  and NCCL exist, a memory snapshot is taken and ``requested_memory = total_memory *
+  gpu_memory_utilization``, where ``total_memory`` is ``torch.cuda.mem_get_info()``'s total (the card
+  minus what the driver reserves); start-up fails if free memory is below that.
+* ``Worker.determine_available_memory``: ``available_kv_cache_memory = requested_memory -
+  non_kv_cache_memory``, with ``non_kv_cache_memory = weights_memory + torch_peak_increase +
+  non_torch_increase`` measured by ``memory_profiling`` (``vllm/utils/mem_utils.py``, commit a6d5c39)
+  around ``profile_run()``: a dummy forward pass over ``max_num_batched_tokens`` tokens followed by a
+  dummy sampler run over ``min(max_num_seqs, max_num_batched_tokens)`` requests.
+* ``vllm/v1/kv_cache_interface.py`` ``AttentionSpec.page_size_bytes = 2 * block_size * num_kv_heads *
+  head_size * dtype_size`` per layer; ``vllm/v1/core/kv_cache_utils.py`` (commit bbf906a)
+  ``get_num_blocks = available_memory // page_size // num_layers``; the log prints
+  ``GPU KV cache size: num_blocks * block_size tokens`` and ``Maximum concurrency for max_model_len
+  tokens per request: num_blocks / cdiv(max_model_len, block_size)``.
+* CUDA graphs: up to vLLM 0.20 they were captured *after* the KV cache was allocated, in the
+  ``1 - gpu_memory_utilization`` headroom ("``memory_profiling`` does not consider CUDAGraph memory
+  size", gpu_worker.py); since v0.21 vLLM estimates the graph pool and takes it out of the KV budget
+  ("CUDA graph memory profiling is enabled (default since v0.21.0)", start-up log of vLLM 0.27.1 in
+  gpustack/runner PR #251). ``cuda_graph_accounting`` chooses.
+* Tensor parallelism: ``ModelConfig.get_num_kv_heads`` gives ``max(1, total_num_kv_heads // tp)``:
+  KV heads are *replicated* when tp exceeds them.
+
+What vLLM measures (activation peak, non-torch memory, CUDA graphs, CUDA context) this module
+estimates; see :data:`PUBLISHED_VLLM_PROFILES` for the published start-up logs it is checked against.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import sympy as sp
+
+from ..core import formulas as F
+from ..memory.breakdown import Breakdown
+from ..core.errors import InvalidValueError, as_sequence, check_choice, check_number, check_positive_int
+from ..core.api import public_api
+from ..solve.feasibility import largest_fitting, max_tokens
+from ..catalog.hardware import GPU, get_gpu
+from ..memory import inference as _tp_rule
+from ..memory.inference import kv_bytes_per_token, kv_heads_per_gpu, weights_bytes
+from ..catalog.models import ModelSpec, get_model
+from ..catalog.precision import get_precision, kv_bytes_per_element
+from ..core.symbols import B, L, M, T, V, W, b_kv, d, e_att, f, n_kv
+from ..core.units import GiB, fmt_bytes, gb, gib, parse_memory
+
+__all__ = [
+    "PUBLISHED_VLLM_PROFILES",
+    "Roofline",
+    "ServingCapacity",
+    "bits_per_weight",
+    "cost_per_million_tokens",
+    "crossover_batch",
+    "decode_curve",
+    "effective_precision",
+    "fit_map",
+    "plot_fit_map",
+    "published_profile_check",
+    "roofline",
+    "serving_kv_capacity",
+    "vllm_default_batch",
+]
+
+# --- symbols of this module ---------------------------------------------------------------------------
+_pos, _nn = dict(positive=True), dict(nonnegative=True)
+u = sp.Symbol("u", **_pos)                       # gpu_memory_utilization
+R_drv = sp.Symbol("R_drv", **_nn)                # bytes the driver reserves (nvidia-smi -q "Reserved")
+C_ctx = sp.Symbol("C_ctx", **_nn)                # CUDA context (+ NCCL) present before vLLM's snapshot
+A_pk = sp.Symbol("A_peak", **_nn)                # profiled activation peak (torch_peak_increase)
+N_nt = sp.Symbol("N_nt", **_nn)                  # non-torch memory added while profiling
+G_cg = sp.Symbol("G_cg", **_nn)                  # CUDA graph pool
+n_tp = sp.Symbol("n_tp", integer=True, **_pos)   # tensor-parallel degree
+blk = sp.Symbol("b_blk", integer=True, **_pos)   # tokens per KV block (block_size)
+N_bt = sp.Symbol("N_bt", integer=True, **_pos)   # max_num_batched_tokens
+n_seq = sp.Symbol("n_seq", integer=True, **_pos)  # max_num_seqs
+c_s = sp.Symbol("c_s", **_pos)                   # sampler bytes per (request, vocabulary entry)
+K_av = sp.Symbol("K_avail", **_nn)               # bytes available for the KV cache
+N_blk = sp.Symbol("N_blocks", integer=True, **_nn)  # KV blocks
+T_req = sp.Symbol("T_req", integer=True, **_pos)  # tokens per request
+g_cg = sp.Symbol("g_cg", integer=True, **_nn)    # 1 when the graph pool comes out of the KV budget (vLLM >= 0.21)
+# roofline
+N_a = sp.Symbol("N_active", **_pos)              # parameters used per token
+N_w = sp.Symbol("N", **_pos)                     # all parameters
+N_x = sp.Symbol("N_experts", **_nn)              # parameters in routed experts (MoE), 0 when dense
+k_e = sp.Symbol("k", **_pos)                     # experts per token
+E_x = sp.Symbol("E", **_pos)                     # routed experts
+F_pk = sp.Symbol("F_peak", **_pos)               # dense tensor FLOP/s of one GPU
+BW = sp.Symbol("BW", **_pos)                     # memory bandwidth of one GPU, bytes/s
+eta_c = sp.Symbol("eta_c", **_pos)               # model FLOP utilisation (MFU)
+eta_m = sp.Symbol("eta_m", **_pos)               # memory bandwidth utilisation (MBU)
+sigma = sp.Symbol("sigma", **_nn)                # tensor-parallel overhead: share of a step that does not shrink
+k_tok = sp.Symbol("k_kv", **_pos)                # KV bytes per token (all layers, whole model)
+T_p = sp.Symbol("T_p", **_pos)                   # prompt tokens
+P_h = sp.Symbol("P_h", **_pos)                   # price per GPU-hour, USD
+tps = sp.Symbol("r_tok", **_pos)                 # tokens per second
+n_g = sp.Symbol("n_gpu", integer=True, **_pos)   # GPUs billed
+
+# --- the vLLM budget (chapter 8; chapters 5 and 6 through fit_map) ---------------------------------------
+CUDA_TOTAL_BYTES = M - R_drv
+"""What ``torch.cuda.mem_get_info()`` calls total: the card (nvidia-smi "Total") minus the driver's reservation."""
+
+REQUESTED_BYTES = u * CUDA_TOTAL_BYTES
+"""vLLM's ``requested_memory = total_memory * gpu_memory_utilization``."""
+
+KV_HEADS_PER_GPU = _tp_rule.KV_HEADS_PER_GPU.subs(_tp_rule.n_gpu, n_tp)
+"""inference.KV_HEADS_PER_GPU (the one tensor-parallel KV rule, vLLM's ``max(1, total_num_kv_heads //
+tensor_parallel_size)``) in this module's tp symbol: replicated when tp > KV heads."""
+
+WEIGHTS_PER_GPU = W / n_tp
+"""Weights per GPU under tensor parallelism (vLLM shards every linear layer and the vocabulary)."""
+
+FORWARD_WORKSPACE_BYTES = F.PREFILL_WORKSPACE_BYTES.subs({B: 1, T: N_bt, e_att: 0, f: f / n_tp}, simultaneous=True)
+"""The dummy forward pass of ``profile_run``: vramlib's prefill workspace over ``max_num_batched_tokens``
+tokens (fused attention, MLP sharded over tp)."""
+
+SAMPLER_BYTES = sp.Min(n_seq, N_bt) * V * c_s
+"""The dummy sampler run: ``min(max_num_seqs, max_num_batched_tokens)`` requests x vocabulary x c_s bytes."""
+
+ACTIVATION_PEAK_BYTES = sp.Max(FORWARD_WORKSPACE_BYTES, SAMPLER_BYTES)
+"""Estimated ``torch_peak_increase``: the larger of the forward pass and the sampler (they run one after
+the other). Calibrated on :data:`PUBLISHED_VLLM_PROFILES`."""
+
+AVAILABLE_KV_BYTES = sp.Add(u * (M - R_drv), -W / n_tp, -A_pk, -N_nt, -g_cg * G_cg, evaluate=False)
+"""``available_kv_cache_memory = requested_memory - weights - activation peak - non-torch memory``
+(``- CUDA graphs`` from vLLM 0.21)."""
+
+BLOCK_BYTES = 2 * blk * KV_HEADS_PER_GPU * d * b_kv * L
+"""One KV block on one GPU: ``2 * block_size * num_kv_heads * head_size * dtype_size * num_layers``."""
+
+NUM_BLOCKS = sp.floor(K_av / BLOCK_BYTES)
+"""vLLM's ``available_memory // page_size // num_layers``."""
+
+KV_TOKENS = N_blk * blk
+"""'GPU KV cache size: ... tokens'."""
+
+MAX_CONCURRENCY = N_blk / sp.ceiling(T_req / blk)
+"""'Maximum concurrency for T tokens per request: ...x' (a fraction; whole requests are its floor)."""
+
+UNUSED_BYTES = sp.Add((1 - u) * (M - R_drv), -C_ctx, -(1 - g_cg) * G_cg, evaluate=False)
+"""The headroom left after the CUDA context, NCCL and (up to vLLM 0.20) the CUDA graphs: what
+nvidia-smi shows as free. Negative: vLLM refuses to start (or graph capture runs out of memory)."""
+
+# --- roofline throughput (chapter 6) ---------------------------------------------------------------------
+TP_SPEEDUP = n_tp / (1 + sigma * (n_tp - 1))
+"""Tensor-parallel speed-up when a share sigma of each step (communication, replicated work) does not shrink."""
+
+WEIGHTS_READ_BYTES = W * (N_w - N_x + N_x * sp.Min(1, B * k_e / E_x)) / N_w
+"""Weight bytes one decode step reads: all of a dense model; for an MoE, the shared part plus the experts
+the batch routes to (at most all of them; tokens assumed to pick distinct experts)."""
+
+PREFILL_SECONDS = 2 * N_a * T_p / (eta_c * F_pk * TP_SPEEDUP)
+"""Prefill is compute-bound: 2 FLOPs per active parameter per prompt token, at MFU eta_c."""
+
+DECODE_MEMORY_SECONDS = (WEIGHTS_READ_BYTES + B * T * k_tok) / (eta_m * BW * TP_SPEEDUP)
+"""One decode step, if memory-bound: read the weights once and every sequence's KV cache."""
+
+DECODE_COMPUTE_SECONDS = 2 * N_a * B / (eta_c * F_pk * TP_SPEEDUP)
+"""One decode step, if compute-bound: 2 FLOPs per active parameter per sequence of the batch."""
+
+DECODE_STEP_SECONDS = sp.Max(DECODE_MEMORY_SECONDS, DECODE_COMPUTE_SECONDS)
+"""A decode step takes the longer of the two (the roofline)."""
+
+DECODE_TOKENS_PER_SECOND = B / DECODE_STEP_SECONDS
+"""Output tokens per second of the whole batch."""
+
+COST_PER_MILLION_TOKENS = sp.Mul(P_h, n_g, sp.Pow(10, 6, evaluate=False),
+                                 sp.Pow(sp.Mul(3600, tps, evaluate=False), -1, evaluate=False), evaluate=False)
+"""USD per million tokens: GPU-hours billed per million tokens produced."""
+
+_SOLVED = {
+    # The batch where a dense model's decode step turns compute-bound (memory time = compute time).
+    "CROSSOVER_BATCH": lambda: sp.solve(sp.Eq(DECODE_MEMORY_SECONDS.subs(N_x, 0), DECODE_COMPUTE_SECONDS), B)[0],
+}
+
+
+def __getattr__(name: str):
+    if name in _SOLVED:
+        value = _SOLVED[name]()
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'vramlib.serving' has no attribute {name!r}")
+
+
+# --- defaults and their evidence --------------------------------------------------------------------------
+SAMPLER_BYTES_PER_LOGIT = 39
+"""c_s: bytes the V1 sampler's dummy run holds per (request, vocabulary entry) at its peak (bf16 logits, an
+fp32 copy, sort values and int64 indices for top-k/top-p, softmax, cumulative sum, mask, noise).
+Fitted to the published activation peaks in :data:`PUBLISHED_VLLM_PROFILES` (they imply 38.4-39.3)."""
+
+DRIVER_RESERVED = "0.45GiB"
+"""nvidia-smi -q 'FB Memory Usage / Reserved': 328-516 MiB on an H100 80GB across drivers (public logs);
+24564 - 24082 = 482 MiB on an RTX 4090 (llama.cpp prints cudaMemGetInfo's total, 24082 MiB); an
+RTX 3090 log of vLLM 0.27 shows 23.56 GiB total for 24576 MiB (451 MiB)."""
+
+CUDA_CONTEXT = "0.5GiB"
+"""CUDA context, cuBLAS workspace and loaded kernels before vLLM's snapshot (typically 0.3-0.6 GiB)."""
+
+NCCL_MEMORY = "0.5GiB"
+"""NCCL and custom all-reduce buffers when tp > 1 (0.42 GiB more non-torch memory at tp=2 in the llm-d
+logs; 1.79 GiB in vLLM PR #10511's V0 logs)."""
+
+NON_TORCH_MEMORY = "0.2GiB"
+"""Non-torch memory added during profiling (0.09-0.35 GiB in published vLLM start-up logs)."""
+
+CUDA_GRAPH_MEMORY = "0.5GiB"
+"""CUDA graph pool ('Graph capturing finished ..., took 0.11-0.96 GiB' in published logs)."""
+
+GRAPH_ACCOUNTING = ("budget", "headroom")
+DRIVER_KEY = "reserved by the driver"
+UNUSED_KEY = "unused (1 - utilization)"
+
+PUBLISHED_VLLM_PROFILES: tuple[dict, ...] = (
+    dict(model="llama-3.1-8b", gpu="h100-sxm-80gb", total_gib=79.22, max_num_seqs=256, max_num_batched_tokens=8192,
+         weights_gib=14.96, activation_gib=1.26, non_torch_gib=1.79, kv_gib=53.29,
+         source="vLLM PR #10511 (Meta-Llama-3-8B, same shape, on an 80 GB H100; vLLM V0, Dec 2024; non-torch "
+                "memory then included the CUDA context)"),
+    dict(model="llama-3.1-8b", gpu="h100-sxm-80gb", total_gib=79.18, max_num_seqs=1024, max_num_batched_tokens=8192,
+         weights_gib=14.99, activation_gib=4.76, non_torch_gib=0.13, kv_gib=51.38,
+         source="llm-d/llm-d-benchmark, config_explorer/empirical-vllm-memory-results.md (H100, vllm serve with "
+                "vLLM's H100 defaults: 8192 batched tokens, 1024 sequences)"),
+    dict(model="qwen3-0.6b", gpu="h100-sxm-80gb", total_gib=79.18, max_num_seqs=1024, max_num_batched_tokens=8192,
+         weights_gib=1.12, activation_gib=5.56, non_torch_gib=0.13, kv_gib=64.45,
+         spec=dict(name="qwen3-0.6b", n_layers=28, hidden=1024, n_heads=16, n_kv_heads=8, head_dim=128, ffn=3072,
+                   vocab=151936, tied_embeddings=True, max_context=40960, family="qwen3",
+                   source="Qwen/Qwen3-0.6B config.json"),
+         source="llm-d/llm-d-benchmark, config_explorer/empirical-vllm-memory-results.md (H100)"),
+)
+"""Published vLLM start-up profiles (GiB as logged) that the activation estimate is checked against."""
+
+
+def published_profile_check() -> list[dict]:
+    """The activation-peak estimate next to each published vLLM start-up log (GiB), and the total memory vLLM
+    saw next to the card's nvidia-smi total minus :data:`DRIVER_RESERVED`."""
+    rows = []
+    for p in PUBLISHED_VLLM_PROFILES:
+        mm = ModelSpec(**p["spec"]) if "spec" in p else get_model(p["model"])
+        cap = serving_kv_capacity(mm, p["gpu"], max_num_seqs=p["max_num_seqs"],
+                                  max_num_batched_tokens=p["max_num_batched_tokens"], max_model_len=2048)
+        rows.append({"model": mm.name, "max_num_seqs": p["max_num_seqs"],
+                     "max_num_batched_tokens": p["max_num_batched_tokens"],
+                     "logged activation GiB": p["activation_gib"], "estimated GiB": gib(cap.activation_peak_bytes),
+                     "logged total GiB": p["total_gib"], "estimated total GiB": gib(cap.cuda_total_bytes),
+                     "source": p["source"]})
+    return rows
+
+
+def vllm_default_batch(gpu: str | GPU, entrypoint: str = "serve") -> tuple[int, int]:
+    """vLLM's defaults ``(max_num_batched_tokens, max_num_seqs)`` (engine/arg_utils.py ``get_batch_defaults``):
+    ``vllm serve`` on a GPU with >= 70 GiB that is not an A100: (8192, 1024); otherwise (2048, 256);
+    the ``LLM`` class: (16384, 1024) and (8192, 256)."""
+    card = get_gpu(gpu)
+    entrypoint = check_choice("entrypoint", entrypoint, ("serve", "llm"))
+    big = card.memory_bytes - parse_memory(DRIVER_RESERVED) >= 70 * GiB and "a100" not in card.key
+    if entrypoint == "serve":
+        return (8192, 1024) if big else (2048, 256)
+    return (16384, 1024) if big else (8192, 256)
+
+
+# --- helpers ------------------------------------------------------------------------------------------------
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
+"""Block sizes vLLM accepts (``CacheConfig.block_size: Literal[1, 8, 16, 32, 64, 128]``, vllm/config/cache.py)."""
+
+
+def _fraction(x, field_name: str) -> Fraction:
+    check_number(field_name, x)  # no text, bool, NaN or infinity
+    fr = Fraction(str(x)) if isinstance(x, float) else Fraction(x)
+    return fr
+
+
+def _utilization(x) -> Fraction:
+    fr = _fraction(x, "gpu_memory_utilization")
+    if not 0 < fr <= 1:
+        raise InvalidValueError("gpu_memory_utilization", x, "must be in (0, 1]")
+    return fr
+
+
+_VLLM_KV_NAMES = {"fp8": "fp8-e4m3", "fp8_e4m3": "fp8-e4m3", "fp8_e5m2": "fp8-e5m2", "fp8-e4m3": "fp8-e4m3",
+                  "fp8-e5m2": "fp8-e5m2"}
+
+
+def _activation_dtype(weights: str, card: GPU) -> str:
+    p = get_precision(weights, field="weights")
+    if p.is_float and p.bits >= 16:
+        return p.name
+    return "bf16" if card.supports_bf16 else "fp16"
+
+
+BITS_PER_WEIGHT = 8 * W / N_w
+"""Average stored bits per parameter of a checkpoint (scales, zeros and 16-bit tensors included)."""
+
+
+def bits_per_weight(model: ModelSpec | str, weights: str) -> Fraction:
+    """Effective bits per parameter of ``model`` stored as ``weights`` (chapter 5: Q4_K_M is ~4.8, not 4)."""
+    mm = get_model(model)
+    return F.evaluate(BITS_PER_WEIGHT, W=weights_bytes(mm, weights), N=mm.weight_params)
+
+
+def effective_precision(model: ModelSpec | str, weights: str):
+    """A plain :class:`~vramlib.precision.Precision` at ``bits_per_weight(model, weights)`` bits, for
+    :func:`~vramlib.feasibility.max_params` ("how many parameters at the bits a real format costs")."""
+    from ..catalog.precision import Precision
+
+    mm, p = get_model(model), get_precision(weights, field="weights")
+    return Precision(f"{p.name} as in {mm.name}", bits_per_weight(mm, p.name),
+                     f"{p.name} at the average bits it costs for {mm.name}", p.source)
+
+
+def _kv_dtype(kv_dtype: str, weights: str, card: GPU) -> str:
+    """vLLM's ``--kv-cache-dtype``: ``auto`` is the model's activation dtype; ``fp8`` means e4m3."""
+    if not isinstance(kv_dtype, str):
+        raise InvalidValueError("kv_dtype", kv_dtype, "give 'auto', 'fp8', 'fp8_e5m2' or a float format such as 'bf16'")
+    key = kv_dtype.strip().lower()
+    if key == "auto":
+        return _activation_dtype(weights, card)
+    name = _VLLM_KV_NAMES.get(key, key)
+    kv_bytes_per_element(name)  # validates
+    return get_precision(name).name
+
+
+def _check_tp(m: ModelSpec, tp: int) -> int:
+    kv_heads_per_gpu(m, tp)  # validates: whole heads on every GPU
+    return tp
+
+
+# --- the vLLM budget -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ServingCapacity:
+    """vLLM's KV-cache budget on one GPU of a tensor-parallel group (all bytes per GPU, exact ints)."""
+
+    model: str
+    gpu: str
+    tp: int
+    gpu_memory_utilization: float
+    block_size: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    weights: str
+    kv_dtype: str
+    kv_heads_per_gpu: int
+    kv_heads_replicated: bool
+    card_bytes: int
+    driver_reserved_bytes: int
+    cuda_total_bytes: int
+    requested_bytes: int
+    weights_bytes: int
+    activation_peak_bytes: int
+    non_torch_bytes: int
+    cuda_context_bytes: int
+    nccl_bytes: int
+    cuda_graph_bytes: int
+    cuda_graph_accounting: str
+    available_kv_bytes: int
+    block_bytes: int
+    num_blocks: int
+    kv_tokens: int
+    kv_cache_bytes: int
+    max_model_len: int
+    request_tokens: int
+    max_concurrency: float
+    max_concurrent_requests: int
+    starts: bool
+    fits_max_model_len: bool
+    breakdown: Breakdown = field(compare=False)
+    problems: tuple[str, ...] = ()
+
+    @property
+    def process_bytes(self) -> int:
+        """What nvidia-smi lists for the vLLM process once it runs (the activation region counted: PyTorch's
+        caching allocator keeps it after the first large batch): weights, activations, non-torch memory,
+        KV cache, CUDA graphs, CUDA context and NCCL."""
+        return sum(v for k, v in self.breakdown.items() if k not in (DRIVER_KEY, UNUSED_KEY))
+
+    @property
+    def headroom_bytes(self) -> int:
+        """CUDA's total minus what vLLM requests: the ``1 - gpu_memory_utilization`` share vLLM leaves alone."""
+        return self.cuda_total_bytes - self.requested_bytes
+
+    @property
+    def free_bytes(self) -> int:
+        """What nvidia-smi shows as free next to that process: the unused headroom."""
+        return self.breakdown[UNUSED_KEY]
+
+    @property
+    def verdict(self) -> str:
+        """One line: blocks, tokens and concurrency, or why vLLM would not start."""
+        head = f"{self.model} on {self.tp} x {self.gpu}" if self.tp > 1 else f"{self.model} on {self.gpu}"
+        if not self.starts:
+            return f"{head}: vLLM would not start: " + "; ".join(self.problems)
+        line = (f"{head}: {self.num_blocks:,} blocks of {self.block_size} tokens = {self.kv_tokens:,} tokens of "
+                f"KV cache ({fmt_bytes(self.kv_cache_bytes, 2)} per GPU); {self.max_concurrency:,.2f}x concurrency "
+                f"for {self.request_tokens:,}-token requests")
+        if not self.fits_max_model_len:
+            line += (f"; but max_model_len {self.max_model_len:,} does not fit (vLLM refuses it: set "
+                     f"--max-model-len <= {self.kv_tokens:,})")
+        return line + "."
+
+
+def serving_kv_capacity(m: ModelSpec | str, gpu: str | GPU, gpu_memory_utilization: float = 0.9, tp: int = 1,
+                        block_size: int = 16, max_num_batched_tokens: int = 8192, weights: str = "bf16",
+                        kv_dtype: str = "auto", request_tokens: int | None = None, cuda_graphs: bool = True,
+                        max_num_seqs: int = 256, max_model_len: int | None = None,
+                        cuda_graph_accounting: str = "budget", activation_peak: int | str | None = None,
+                        non_torch_memory: int | str = NON_TORCH_MEMORY, cuda_context: int | str = CUDA_CONTEXT,
+                        nccl_memory: int | str = NCCL_MEMORY, cuda_graph_memory: int | str = CUDA_GRAPH_MEMORY,
+                        driver_reserved: int | str = DRIVER_RESERVED,
+                        sampler_bytes_per_logit: float = SAMPLER_BYTES_PER_LOGIT) -> ServingCapacity:
+    """vLLM's KV cache on each GPU: ``total x gpu_memory_utilization - weights - profiled activation peak -
+    non-torch memory (- CUDA graphs)`` -> blocks of ``block_size`` tokens -> concurrency.
+
+    ``request_tokens`` (default ``max_model_len``, itself default the model's trained context) sets the
+    concurrency; ``activation_peak`` replaces the estimate with a measured value; ``cuda_graph_accounting``
+    is ``"budget"`` (vLLM >= 0.21) or ``"headroom"`` (vLLM 0.10-0.20). The Breakdown's components add up
+    to the card's memory as nvidia-smi reports it.
+    """
+    mm = get_model(m)
+    card = get_gpu(gpu)
+    util = _utilization(gpu_memory_utilization)
+    tp = _check_tp(mm, tp)
+    block_size = check_choice("block_size", block_size, VLLM_BLOCK_SIZES)
+    n_bt = check_positive_int("max_num_batched_tokens", max_num_batched_tokens)
+    n_sq = check_positive_int("max_num_seqs", max_num_seqs)
+    accounting = check_choice("cuda_graph_accounting", cuda_graph_accounting, GRAPH_ACCOUNTING)
+    max_len = mm.max_context if max_model_len is None else check_positive_int("max_model_len", max_model_len)
+    req = max_len if request_tokens is None else check_positive_int("request_tokens", request_tokens)
+    weights = get_precision(weights, field="weights").name
+    kv_name = _kv_dtype(kv_dtype, weights, card)
+    c_sampler = _fraction(sampler_bytes_per_logit, "sampler_bytes_per_logit")
+    if c_sampler <= 0:
+        raise InvalidValueError("sampler_bytes_per_logit", sampler_bytes_per_logit, "must be positive")
+
+    cap = card.memory_bytes
+    r_drv = parse_memory(driver_reserved, field="driver_reserved")
+    if r_drv >= cap:
+        raise InvalidValueError("driver_reserved", driver_reserved, f"must be below the card's {fmt_bytes(cap)}")
+    ctx = parse_memory(cuda_context, field="cuda_context")
+    nccl = parse_memory(nccl_memory, field="nccl_memory") * (tp > 1)  # parsed (checked) even when unused
+    graphs = parse_memory(cuda_graph_memory, field="cuda_graph_memory") if cuda_graphs else 0
+    nt = parse_memory(non_torch_memory, field="non_torch_memory")
+    g_in_budget = int(accounting == "budget")
+
+    w_total = weights_bytes(mm, weights)
+    w_gpu = F.to_int_bytes(F.evaluate(WEIGHTS_PER_GPU, W=w_total, n_tp=tp))
+    b_act = get_precision(_activation_dtype(weights, card)).bytes_per_element
+    if activation_peak is None:
+        act = F.to_int_bytes(F.evaluate(ACTIVATION_PEAK_BYTES, N_bt=n_bt, h=mm.hidden, f=mm.ffn, n_tp=tp, b_a=b_act,
+                                        n_h=mm.n_heads, V=mm.vocab, n_seq=n_sq, c_s=c_sampler))
+    else:
+        act = parse_memory(activation_peak, field="activation_peak")
+    cuda_total = int(F.evaluate(CUDA_TOTAL_BYTES, M=cap, R_drv=r_drv))
+    requested = int(F.evaluate(REQUESTED_BYTES, u=util, M=cap, R_drv=r_drv))  # vLLM: float, int() at the end
+    avail = int(F.evaluate(AVAILABLE_KV_BYTES, u=util, M=cap, R_drv=r_drv, W=w_total, n_tp=tp, A_peak=act,
+                           N_nt=nt, g_cg=g_in_budget, G_cg=graphs))
+    kv_heads = int(F.evaluate(KV_HEADS_PER_GPU, n_kv=mm.n_kv_heads, n_tp=tp))
+    blk_bytes = F.to_int_bytes(F.evaluate(BLOCK_BYTES, b_blk=block_size, n_kv=mm.n_kv_heads, n_tp=tp,
+                                          d_head=mm.head_dim, b_kv=kv_bytes_per_element(kv_name), L=mm.n_layers))
+    blocks = max(0, math.floor(F.evaluate(NUM_BLOCKS.args[0], K_avail=max(avail, 0), b_blk=block_size,
+                                          n_kv=mm.n_kv_heads, n_tp=tp, d_head=mm.head_dim,
+                                          b_kv=kv_bytes_per_element(kv_name), L=mm.n_layers)))
+    tokens = int(F.evaluate(KV_TOKENS, N_blocks=blocks, b_blk=block_size))
+    blocks_per_req = math.ceil(Fraction(req, block_size))
+    conc = F.evaluate(MAX_CONCURRENCY.subs(sp.ceiling(T_req / blk), blocks_per_req), N_blocks=blocks)
+    kv_bytes = blocks * blk_bytes
+    headroom = F.evaluate(UNUSED_BYTES, u=util, M=cap, R_drv=r_drv, C_ctx=ctx + nccl, g_cg=g_in_budget, G_cg=graphs)
+
+    problems = []
+    for what, fmt in (("weights", weights), ("kv_dtype", kv_name), ("activations", _activation_dtype(weights, card))):
+        if fmt == "bf16" and not card.supports_bf16:
+            problems.append(f"{what}: bf16 needs compute capability >= 8.0 ({card.key} has {card.compute_capability}); "
+                            "use fp16")
+            break
+    free_at_start = cuda_total - ctx - nccl
+    if free_at_start < requested:
+        problems.append(f"free memory at start-up ({fmt_bytes(free_at_start, 2)}) is below total x "
+                        f"gpu_memory_utilization ({fmt_bytes(requested, 2)})")
+    if w_gpu > free_at_start:
+        problems.append(f"the weights ({fmt_bytes(w_gpu, 2)} per GPU) do not fit")
+    elif blocks == 0:
+        problems.append("no available memory for the cache blocks (weights + activations exceed the budget)")
+    if headroom < 0 and not g_in_budget and not problems:
+        problems.append(f"CUDA graph capture needs {fmt_bytes(graphs, 2)} but the headroom is "
+                        f"{fmt_bytes(headroom + graphs, 2)}")
+    starts = not problems
+
+    parts = {"weights": w_gpu, "activations (profiled peak)": act, "non-torch memory": nt, "kv cache": kv_bytes,
+             "cudagraph pool": graphs, "cuda context": ctx}
+    if tp > 1:
+        parts["nccl (buffers)"] = nccl
+    parts[UNUSED_KEY] = max(0, cap - r_drv - sum(parts.values()))
+    parts[DRIVER_KEY] = r_drv
+    notes = [f"vLLM sees {fmt_bytes(cuda_total, 2)} (nvidia-smi total {fmt_bytes(cap, 2)} minus the driver's "
+             f"reservation); it requests {fmt_bytes(requested, 2)} = {float(util):g} x that."]
+    replicated = mm.n_kv_heads < tp
+    if replicated:
+        notes.append(f"tp={tp} exceeds the {mm.n_kv_heads} KV heads: each GPU keeps {kv_heads} (replicated).")
+    if activation_peak is None:
+        notes.append("activation peak estimated (forward pass over max_num_batched_tokens vs. the sampler over "
+                     "max_num_seqs requests); vLLM measures it.")
+    title = (f"{mm.name} on {card.key}" + (f" (tp={tp}, per GPU)" if tp > 1 else "")
+             + f": vLLM budget, utilization {float(util):g}, {weights} weights, {kv_name} KV")
+    bd = Breakdown(parts, title=title, notes=tuple(notes))
+    return ServingCapacity(
+        model=mm.name, gpu=card.key, tp=tp, gpu_memory_utilization=float(util), block_size=block_size,
+        max_num_batched_tokens=n_bt, max_num_seqs=n_sq, weights=weights, kv_dtype=kv_name, kv_heads_per_gpu=kv_heads,
+        kv_heads_replicated=replicated, card_bytes=cap, driver_reserved_bytes=r_drv, cuda_total_bytes=cuda_total,
+        requested_bytes=requested,
+        weights_bytes=w_gpu, activation_peak_bytes=act, non_torch_bytes=nt, cuda_context_bytes=ctx, nccl_bytes=nccl,
+        cuda_graph_bytes=graphs, cuda_graph_accounting=accounting, available_kv_bytes=avail, block_bytes=blk_bytes,
+        num_blocks=blocks, kv_tokens=tokens, kv_cache_bytes=kv_bytes, max_model_len=max_len, request_tokens=req,
+        max_concurrency=float(conc), max_concurrent_requests=int(conc // 1), starts=starts,
+        fits_max_model_len=starts and tokens >= max_len, breakdown=bd, problems=tuple(problems),
+    )
+
+
+# --- roofline ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Roofline:
+    """Throughput of one serving configuration from the roofline (upper bounds at the given utilisations)."""
+
+    model: str
+    gpu: str
+    n_gpus: int
+    weights: str
+    batch: int
+    context: int
+    prompt_tokens: int
+    peak_tflops: float
+    bandwidth_gb_s: float
+    mfu: float
+    mbu: float
+    tp_speedup: float
+    prefill_tokens_per_s: float
+    decode_step_s: float
+    decode_tokens_per_s: float
+    bound: str
+    crossover_batch: int | None
+    price_per_hour_usd: float | None
+    price_date: str
+    price_source: str
+    cost_per_million_output_tokens_usd: float | None
+    cost_per_million_prompt_tokens_usd: float | None
+
+
+def _peak_tflops(card: GPU, weights: str) -> float:
+    """Dense tensor TFLOP/s the matmuls run at: FP8 for FP8 weights on FP8 hardware, else BF16 (FP16 on pre-Ampere)."""
+    p = get_precision(weights, field="weights")
+    if p.name.startswith("fp8") and card.fp8_tflops:
+        return card.fp8_tflops
+    return card.bf16_tflops or card.fp16_tflops
+
+
+def cost_per_million_tokens(tokens_per_s: float, gpu: str | GPU, n_gpus: int = 1) -> float | None:
+    """USD per million tokens at ``tokens_per_s`` on ``n_gpus`` of the card's dated price (None if unpriced)."""
+    card = get_gpu(gpu)
+    if card.price_per_hour_usd is None:
+        return None
+    if isinstance(tokens_per_s, bool) or not isinstance(tokens_per_s, (int, float, Fraction)) or tokens_per_s <= 0:
+        raise InvalidValueError("tokens_per_s", tokens_per_s, "must be a positive number")
+    return float(F.evaluate(COST_PER_MILLION_TOKENS, P_h=Fraction(str(card.price_per_hour_usd)),
+                            n_gpu=check_positive_int("n_gpus", n_gpus), r_tok=Fraction(str(float(tokens_per_s)))))
+
+
+def _roofline_values(mm: ModelSpec, card: GPU, weights: str, kv_name: str, tp: int, mfu, mbu, tp_overhead) -> dict:
+    groups = mm.param_groups()
+    n_exp = (groups["mlp_gate"] + groups["mlp_up"] + groups["mlp_down"]) if mm.is_moe else 0
+    if mm.is_moe and mm.n_shared_experts:  # shared experts are always read
+        n_exp = n_exp * mm.n_experts // (mm.n_experts + mm.n_shared_experts)
+    return dict(W=weights_bytes(mm, weights), N=mm.n_params, N_experts=n_exp,
+                k=mm.experts_per_token or 1, E=mm.n_experts or 1, N_active=mm.n_active_params,
+                F_peak=Fraction(str(_peak_tflops(card, weights))) * 10**12,
+                BW=Fraction(str(card.bandwidth_gb_s)) * 10**9, eta_c=mfu, eta_m=mbu, sigma=tp_overhead, n_tp=tp,
+                k_kv=kv_bytes_per_token(mm, kv_name))
+
+
+@public_api
+def roofline(model: ModelSpec | str, gpu: str | GPU, weights: str = "bf16", kv_dtype: str = "auto", batch: int = 1,
+             context: int = 2048, prompt_tokens: int | None = None, tp: int = 1, mfu: float = 0.5, mbu: float = 0.7,
+             tp_overhead: float = 0.05) -> Roofline:
+    """Prefill and decode throughput of ``batch`` sequences with ``context`` tokens each on ``tp`` GPUs.
+
+    Prefill is compute-bound (PREFILL_SECONDS at MFU ``mfu``); a decode step reads the weights and every
+    sequence's KV cache (DECODE_MEMORY_SECONDS at ``mbu`` of the bandwidth) unless its FLOPs take longer
+    (DECODE_COMPUTE_SECONDS); tensor parallelism scales both by TP_SPEEDUP. Costs use the card's dated price.
+    """
+    mm, card = get_model(model), get_gpu(gpu)
+    tp = _check_tp(mm, tp)
+    batch, context = check_positive_int("batch", batch), check_positive_int("context", context)
+    prompt = context if prompt_tokens is None else check_positive_int("prompt_tokens", prompt_tokens)
+    eff = {}
+    for name, val in (("mfu", mfu), ("mbu", mbu)):
+        fr = _fraction(val, name)
+        if not 0 < fr <= 1:
+            raise InvalidValueError(name, val, "must be in (0, 1]")
+        eff[name] = fr
+    ovh = _fraction(tp_overhead, "tp_overhead")
+    if not 0 <= ovh < 1:
+        raise InvalidValueError("tp_overhead", tp_overhead, "must be in [0, 1)")
+    weights = get_precision(weights, field="weights").name
+    kv_name = _kv_dtype(kv_dtype, weights, card)
+    vals = _roofline_values(mm, card, weights, kv_name, tp, eff["mfu"], eff["mbu"], ovh)
+    step_vals = {**vals, "B": batch, "T": context}
+    mem_s = F.evaluate(DECODE_MEMORY_SECONDS, **{k: step_vals[k] for k in F.compile_exact(DECODE_MEMORY_SECONDS)[0]})
+    cmp_s = F.evaluate(DECODE_COMPUTE_SECONDS, **{k: step_vals[k] for k in F.compile_exact(DECODE_COMPUTE_SECONDS)[0]})
+    step = max(mem_s, cmp_s)
+    pre_vals = {**vals, "T_p": prompt}
+    pre_s = F.evaluate(PREFILL_SECONDS, **{k: pre_vals[k] for k in F.compile_exact(PREFILL_SECONDS)[0]})
+    speedup = F.evaluate(TP_SPEEDUP, n_tp=tp, sigma=ovh)
+    decode_tps = Fraction(batch) / step
+    prefill_tps = Fraction(prompt) / pre_s
+    cross = crossover_batch(mm, card, weights, kv_name, context, tp, eff["mfu"], eff["mbu"], ovh)
+    price = card.price_per_hour_usd
+    return Roofline(
+        model=mm.name, gpu=card.key, n_gpus=tp, weights=weights, batch=batch, context=context, prompt_tokens=prompt,
+        peak_tflops=_peak_tflops(card, weights), bandwidth_gb_s=card.bandwidth_gb_s, mfu=float(eff["mfu"]),
+        mbu=float(eff["mbu"]), tp_speedup=float(speedup), prefill_tokens_per_s=float(prefill_tps),
+        decode_step_s=float(step), decode_tokens_per_s=float(decode_tps),
+        bound="compute" if cmp_s >= mem_s else "memory", crossover_batch=cross, price_per_hour_usd=price,
+        price_date=card.price_date, price_source=card.price_source,
+        cost_per_million_output_tokens_usd=cost_per_million_tokens(float(decode_tps), card, tp) if price else None,
+        cost_per_million_prompt_tokens_usd=cost_per_million_tokens(float(prefill_tps), card, tp) if price else None,
+    )
+
+
+def crossover_batch(model: ModelSpec | str, gpu: str | GPU, weights: str = "bf16", kv_dtype: str = "auto",
+                    context: int = 2048, tp: int = 1, mfu=0.5, mbu=0.7, tp_overhead=0.05) -> int | None:
+    """Smallest batch whose decode step is compute-bound (None when the KV reads keep it memory-bound)."""
+    mm, card = get_model(model), get_gpu(gpu)
+    weights = get_precision(weights, field="weights").name
+    kv_name = _kv_dtype(kv_dtype, weights, card)
+    vals = _roofline_values(mm, card, weights, kv_name, tp, _fraction(mfu, "mfu"), _fraction(mbu, "mbu"),
+                            _fraction(tp_overhead, "tp_overhead"))
+    vals["T"] = check_positive_int("context", context)
+    mem_names = F.compile_exact(DECODE_MEMORY_SECONDS)[0]
+    cmp_names = F.compile_exact(DECODE_COMPUTE_SECONDS)[0]
+
+    def memory_bound(b: int) -> bool:
+        v = {**vals, "B": b}
+        return (F.evaluate(DECODE_MEMORY_SECONDS, **{k: v[k] for k in mem_names})
+                > F.evaluate(DECODE_COMPUTE_SECONDS, **{k: v[k] for k in cmp_names}))
+
+    # per-sequence KV reads alone outlast the per-sequence FLOPs: memory-bound at every batch
+    per_seq_mem = vals["T"] * vals["k_kv"] / (vals["eta_m"] * vals["BW"])
+    per_seq_cmp = 2 * vals["N_active"] / (vals["eta_c"] * vals["F_peak"])
+    if per_seq_mem >= per_seq_cmp:
+        return None
+    last = largest_fitting(memory_bound, lo=1, limit=2**30)
+    return last + 1
+
+
+def decode_curve(model: ModelSpec | str, gpu: str | GPU, batches: Sequence[int], **kw) -> list[Roofline]:
+    """:func:`roofline` at each batch size (for a tokens/s-against-batch plot)."""
+    return [roofline(model, gpu, batch=b, **kw) for b in as_sequence("batches", batches, "(1, 8, 64)")]
+
+
+# --- fit maps -----------------------------------------------------------------------------------------------
+ENGINES = ("kv-only", "vllm")
+
+
+def _fmt_ctx(n: int) -> str:
+    if n >= 1024 and n % 1024 == 0:
+        return f"{n // 1024}K"
+    if n >= 1000:
+        return f"{n / 1024:.0f}K" if n >= 10 * 1024 else f"{n / 1024:.1f}K"
+    return str(n)
+
+
+def fit_map(models: Sequence[str], gpus: Sequence[str | tuple[str, int]], precisions: Sequence[str],
+            kv_dtype: str = "fp16", engine: str = "kv-only", reserve: int | str = "0.5GB",
+            **serving_kw) -> list[dict]:
+    """Verdicts for every GPU (or ``(gpu, count)``) x model x weight format: does it fit, and the longest context.
+
+    ``engine="kv-only"``: weights + KV cache + ``reserve`` (formulas.MAX_TOKENS_KV_ONLY; a count splits
+    weights, KV and reserve over the GPUs). ``engine="vllm"``: :func:`serving_kv_capacity` with ``tp`` =
+    count (``serving_kw`` passed on). ``usable context`` is capped at the model's trained context.
+    """
+    engine = check_choice("engine", engine, ENGINES)
+    rows = []
+    for g in gpus:
+        name, count = (g, 1) if isinstance(g, str) else g
+        card = get_gpu(name)
+        count = check_positive_int("count", count)
+        for model in models:
+            mm = get_model(model)
+            for prec in precisions:
+                w = weights_bytes(mm, prec)
+                if engine == "kv-only":
+                    res = parse_memory(reserve, field="reserve")
+                    ctx = max_tokens(mm, count * card.memory_bytes, prec, kv_dtype, 1, count * res)
+                    why = "" if ctx else "weights + reserve exceed the memory"
+                else:
+                    kv = "auto" if kv_dtype in ("fp16", "bf16") else kv_dtype
+                    try:
+                        cap = serving_kv_capacity(mm, card, tp=count, weights=prec, kv_dtype=kv, **serving_kw)
+                        ctx, why = (cap.kv_tokens, "") if cap.starts else (0, "; ".join(cap.problems))
+                    except InvalidValueError as e:
+                        ctx, why = 0, str(e)
+                usable = min(ctx, mm.max_context)
+                label = f"{count} x {card.key}" if count > 1 else card.key
+                verdict = (f"fits: {usable:,} tokens" + (" (trained context)" if ctx >= mm.max_context else "")
+                           if ctx else f"does not fit: {why}")
+                rows.append({"gpu": label, "n_gpus": count, "model": mm.name, "precision": prec,
+                             "weights GB": gb(w), "fits": bool(ctx), "max context": ctx,
+                             "usable context": usable, "trained context": mm.max_context, "verdict": verdict})
+    return rows
+
+
+def plot_fit_map(rows: Sequence[dict], x: str | tuple[str, ...] = "model", y: str | tuple[str, ...] = ("gpu", "precision"),
+                 ax=None, title: str | None = None, value: str = "usable context",
+                 label: str = "longest context (tokens)"):
+    """Heatmap of a :func:`fit_map`: colour = log2 of ``value`` (default the usable context; ``"max context"``
+    for the KV capacity), text = tokens (K = 1024); a cell that does not fit is grey with a cross.
+    ``x``/``y`` name the row keys (tuples are joined) for the axes."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    xk = (x,) if isinstance(x, str) else tuple(x)
+    yk = (y,) if isinstance(y, str) else tuple(y)
+
+    def key(r, ks):
+        return " | ".join(str(r[k]) for k in ks)
+
+    xs = list(dict.fromkeys(key(r, xk) for r in rows))
+    ys = list(dict.fromkeys(key(r, yk) for r in rows))
+    grid = np.full((len(ys), len(xs)), np.nan)
+    text = [["" for _ in xs] for _ in ys]
+    for r in rows:
+        i, j = ys.index(key(r, yk)), xs.index(key(r, xk))
+        v = r[value]
+        grid[i, j] = math.log2(v) if v > 0 else np.nan
+        text[i][j] = _fmt_ctx(v) if v > 0 else "\u2717"
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(xs) + 2.5), max(2.5, 0.38 * len(ys) + 1.2)))
+    cmap = plt.get_cmap("viridis").with_extremes(bad="#dddddd")
+    top = max([17] + [math.ceil(v) for v in grid.flatten() if not np.isnan(v)])
+    im = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, aspect="auto", vmin=9, vmax=top)
+    for i in range(len(ys)):
+        for j in range(len(xs)):
+            colour = "black" if np.isnan(grid[i, j]) or grid[i, j] > 9 + 0.6 * (top - 9) else "white"
+            ax.text(j, i, text[i][j], ha="center", va="center", fontsize=8, color=colour)
+    ax.set_xticks(range(len(xs)), xs, rotation=35, ha="right", fontsize=8)
+    ax.set_yticks(range(len(ys)), ys, fontsize=8)
+    bar = ax.figure.colorbar(im, ax=ax, fraction=0.04, pad=0.02)
+    bar.set_ticks(list(range(9, top + 1, 2)), labels=[_fmt_ctx(2**k) for k in range(9, top + 1, 2)])
+    bar.set_label(label)
+    if title:
+        ax.set_title(title, fontsize=10)
+    ax.figure.tight_layout()
+    return ax

@@ -1,0 +1,339 @@
+"""The static book's calculators: JavaScript generated from vramlib's sympy expressions, catalogues as JSON.
+
+One source of truth: every module-level sympy expression of vramlib (``formulas.KV_CACHE_BYTES``,
+``activations.HF_MODEL[("sdpa", "full")]``, ... and the closed forms ``formulas`` solves on first
+use) is printed to JavaScript with sympy's JavaScript code printer into ``VL.<module>.<NAME>``,
+a function of an object of symbol values -- the browser twin of ``formulas.evaluate``. The
+catalogues (GPUs, precisions, models, optimizers, conventions) are exported as JSON from the same
+Python objects. The orchestration that the panels' compute functions do in Python (which
+expressions a breakdown sums) is small hand-written JS in ``vramlib/js/*.js`` that calls only these
+generated functions and mirrors the Python structure; ``tests/browser/test_calculators.py`` proves in
+a real browser that every calculator equals its Python compute function.
+
+``python -m vramlib.web.jsgen OUTDIR`` writes ``vramlib-calc.js``, ``vramlib-calc.css`` and
+``vramlib-catalogue.json``; the book's Sphinx extension (:mod:`vramlib.web.sphinxext`) does it at build time.
+Used in: every chapter with a panel (the static HTML book).
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import keyword
+import pkgutil
+import re
+import sys
+from fractions import Fraction
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import sympy as sp
+from sympy.printing.jscode import JavascriptCodePrinter
+
+JS_DIR = Path(__file__).resolve().parent / "js"
+"""Hand-written orchestration (``core.js`` first, then one file per calculator) and the stylesheet."""
+
+SKIP_MODULES = ("cli", "jsgen", "sphinxext", "widgets", "exercise_bank", "exercises", "sharding")
+"""vramlib modules not scanned for expressions (entry points, UI, this generator; ``sharding``'s expressions reach
+the page as ``VL.parallel``, which imports them)."""
+
+_JS_RESERVED = set(keyword.kwlist) | {
+    "arguments", "await", "break", "case", "catch", "class", "const", "continue", "debugger", "default", "delete",
+    "do", "else", "enum", "eval", "export", "extends", "false", "finally", "for", "function", "if", "implements",
+    "import", "in", "instanceof", "interface", "let", "new", "null", "package", "private", "protected", "public",
+    "return", "static", "super", "switch", "this", "throw", "true", "try", "typeof", "var", "void", "while",
+    "with", "yield", "Math", "Infinity", "NaN", "undefined", "values", "VL",
+}
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class _Printer(JavascriptCodePrinter):
+    """sympy's JavaScript printer, strict (an unsupported function raises), plus KroneckerDelta."""
+
+    def __init__(self):
+        super().__init__({"strict": True})
+
+    def _print_Piecewise(self, expr):  # noqa: N802 -- one-line nested ternaries (a rule written as Piecewise)
+        if expr.args[-1].cond != True:  # noqa: E712 (sympy's true)
+            raise NotImplementedError("a Piecewise needs a final (value, True) branch to print to JavaScript")
+        code = self._print(expr.args[-1].expr)
+        for e, c in reversed(expr.args[:-1]):
+            code = f"(({self._print(c)}) ? ({self._print(e)}) : ({code}))"
+        return code
+
+    def _print_KroneckerDelta(self, expr):  # noqa: N802 (sympy's naming)
+        i, j = (self._print(a) for a in expr.args)
+        return f"(({i}) === ({j}) ? 1 : 0)"
+
+
+def js_expression(expr: sp.Expr) -> tuple[list[str], str]:
+    """``(argument names, JavaScript source)`` of one sympy expression (names sorted, as ``formulas.evaluate``)."""
+    names = sorted(s.name for s in expr.free_symbols)
+    for n in names:
+        if not _IDENT.match(n) or n in _JS_RESERVED:
+            raise ValueError(f"symbol {n!r} is not a usable JavaScript identifier")
+    try:
+        code = _Printer().doprint(expr)
+    except NotImplementedError as e:  # strict printing: a function JavaScript has no twin for
+        raise ValueError(f"sympy cannot print this expression to JavaScript: {e}") from None
+    if "Not supported" in code or "\n" in code:
+        raise ValueError(f"sympy cannot print this expression to JavaScript: {code[:200]}")
+    return names, code
+
+
+def _module(short: str):
+    """The layer module behind a short name (``"parallel"`` -> ``vramlib.plans.parallel``)."""
+    from .._index import MODULES
+
+    return importlib.import_module(MODULES[short])
+
+
+def _key(k) -> str:
+    return "|".join(str(x) for x in k) if isinstance(k, tuple) else str(k)
+
+
+def _module_expressions(mod) -> dict[str, Any]:
+    """UPPER_CASE sympy expressions (and dicts of them) defined in one module, lazily solved ones included."""
+    out: dict[str, Any] = {}
+    names = [n for n in vars(mod) if n.isupper() or re.match(r"^[A-Z][A-Z0-9_]*$", n)]
+    names += [n for n in getattr(mod, "_SOLVED", {}) if n not in names]
+    for name in names:
+        if not re.match(r"^[A-Z][A-Z0-9_]*$", name):
+            continue
+        value = getattr(mod, name)
+        if isinstance(value, sp.Expr) and not isinstance(value, sp.Symbol):
+            out[name] = value
+        elif isinstance(value, dict) and value and all(isinstance(v, sp.Expr) for v in value.values()):
+            out[name] = {_key(k): v for k, v in value.items()}
+    return out
+
+
+def expression_modules() -> list[str]:
+    """vramlib modules scanned for expressions (every layer module but the entry points and the UI), by the short
+    name that is their JavaScript namespace (``VL.formulas``, ``VL.parallel`` ...)."""
+    from .._index import MODULES
+
+    return sorted(n for n in MODULES if n not in SKIP_MODULES)
+
+
+@lru_cache(maxsize=1)
+def collect_expressions() -> dict[str, dict[str, Any]]:
+    """``{module: {NAME: expr or {key: expr}}}`` for every module that defines expressions."""
+    out = {}
+    for name in expression_modules():
+        exprs = _module_expressions(_module(name))
+        if exprs:
+            out[name] = exprs
+    return out
+
+
+def formulas_js() -> tuple[str, list[str]]:
+    """The ``VL.<module>`` namespaces of generated functions, and the names sympy could not print (stubs that throw)."""
+    lines, failed = [], []
+    for module, exprs in collect_expressions().items():
+        body = []
+        for name, value in exprs.items():
+            items = value.items() if isinstance(value, dict) else [(None, value)]
+            entries = []
+            for key, expr in items:
+                label = f"{module}.{name}" + (f"[{key}]" if key is not None else "")
+                try:
+                    args, code = js_expression(expr)
+                    fn = f"VL.fn({json.dumps(label)}, {json.dumps(args)}, function ({', '.join(args)}) {{ return {code}; }})"
+                except ValueError as e:
+                    failed.append(f"{label}: {e}")
+                    fn = f"VL.unavailable({json.dumps(label)})"
+                entries.append(fn if key is None else f"{json.dumps(key)}: {fn}")
+            body.append(f"  {name}: " + (entries[0] if not isinstance(value, dict) else "{\n    " + ",\n    ".join(entries) + "\n  }"))
+        lines.append(f"VL.{module} = {{\n" + ",\n".join(body) + "\n};")
+    return "\n".join(lines), failed
+
+
+# --- JSON export ---------------------------------------------------------------------------------------------
+def to_json(obj: Any) -> Any:
+    """Plain JSON data: Fractions become floats, dataclasses dicts, tuples lists."""
+    if isinstance(obj, bool) or obj is None or isinstance(obj, (int, str)):
+        return obj
+    if isinstance(obj, float):
+        return obj
+    if isinstance(obj, Fraction):
+        return obj.numerator if obj.denominator == 1 else obj.numerator / obj.denominator
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {_key(k): to_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [to_json(v) for v in obj]
+    raise TypeError(f"to_json: cannot export {type(obj).__name__}")
+
+
+def _reachable_gqa(hidden: int) -> list[int]:
+    """Query heads per KV head a with_heads() shape can reach: n_heads divides hidden, n_kv_heads divides n_heads."""
+    return [g for g in range(1, hidden + 1) if hidden % g == 0]
+
+
+def gguf_table(spec) -> dict[str, dict[str, Any]]:
+    """Bits per element by GGUF mix and tensor kind (``precision.tensor_bits``) for this shape's layers and experts:
+    a number, or ``{gqa: bits}`` where the mix depends on the query heads per KV head."""
+    from ..catalog.precision import WEIGHT_KINDS, get_precision, precision_names, tensor_bits
+
+    out: dict[str, dict[str, Any]] = {}
+    gqas = _reachable_gqa(spec.hidden)
+    for name in precision_names():
+        p = get_precision(name)
+        if not p.gguf:
+            continue
+        kinds = {}
+        for kind in WEIGHT_KINDS:
+            vals = {g: tensor_bits(p, kind, spec.n_layers, g, spec.n_experts) for g in gqas}
+            distinct = set(vals.values())
+            kinds[kind] = to_json(distinct.pop()) if len(distinct) == 1 else {str(g): to_json(v) for g, v in vals.items()}
+        out[p.name] = kinds
+    return out
+
+
+def model_json(spec) -> dict[str, Any]:
+    """A ModelSpec for the browser: its fields, symbol values, linear modules, GGUF bits and the hf-style indicators
+    (or the error vramlib raises for a family the hf activation expressions do not model)."""
+    from ..memory.activations import _hf_indicators
+    from ..core.errors import VramlibError
+
+    try:
+        hf: Any = dict(_hf_indicators(spec))
+    except VramlibError as e:
+        hf = {"error": str(e)}
+    return {"$model": to_json(spec), "symbols": spec.symbols(), "symbols_active": spec.symbols(active=True),
+            "linear_modules": spec.linear_modules(), "gguf": gguf_table(spec), "hf": hf}
+
+
+def to_js_value(value: Any) -> Any:
+    """A panel's fixed argument as JSON for ``data-fixed`` (a ModelSpec becomes :func:`model_json`)."""
+    from ..catalog.models import ModelSpec
+
+    if isinstance(value, ModelSpec):
+        return model_json(value)
+    return to_json(value)
+
+
+def from_js_value(value: Any) -> Any:
+    """The inverse of :func:`to_js_value` (tests rebuild a panel's Python arguments from the page)."""
+    from ..catalog.models import ModelSpec
+
+    if isinstance(value, dict) and "$model" in value:
+        return ModelSpec(**value["$model"])
+    return value
+
+
+@lru_cache(maxsize=1)
+def catalogue_json() -> dict[str, Any]:
+    """Catalogues the calculators need, exported from vramlib's own objects."""
+    from ..memory import activations
+    from ..memory import inference
+    from ..catalog import models
+    from ..catalog import precision
+    from ..memory import training
+    from ..core.errors import VramlibError
+    from ..catalog.hardware import GPUS
+    from ..core.units import parse_memory
+
+    precs = {}
+    kv_formats = []
+    for name in precision.precision_names():
+        p = precision.get_precision(name)
+        precs[name] = {"name": p.name, "bits": to_json(p.bits), "bits_floor": int(p.bits.__floor__()),
+                       "bytes_per_element": to_json(p.bytes_per_element), "keeps": dict(p.keeps), "gguf": p.gguf,
+                       "is_float": p.is_float, "aliases": list(p.aliases)}
+        try:
+            precs[name]["kv_bytes_per_element"] = to_json(precision.kv_bytes_per_element(name))
+            kv_formats.append(name)
+        except VramlibError as e:  # formats a KV cache cannot use: the browser shows vramlib's own message
+            precs[name]["kv_error"] = str(e)
+    return {
+        "gpus": {k: {**to_json(g), "supports_bf16": g.supports_bf16} for k, g in sorted(GPUS.items())},
+        "precisions": precs,
+        "precision_names": precision.precision_names(),
+        "kv_formats": kv_formats,
+        "models": {k: to_json(m) for k, m in sorted(models.catalogue().items())},
+        "optimizers": to_json(training.OPTIMIZERS),
+        "conventions": to_json(training.CONVENTIONS),
+        "constants": {
+            "DEFAULT_RESERVE": inference.DEFAULT_RESERVE,
+            "DEFAULT_RESERVE_BYTES": parse_memory(inference.DEFAULT_RESERVE),
+            "ATTENTION": list(inference.ATTENTION), "RECOMPUTE": list(activations.RECOMPUTE),
+            "ACTIVATION_STYLES": list(activations.ACTIVATION_STYLES), "METHODS": list(training.METHODS),
+            "LORA_TARGETS": list(training.LORA_TARGETS), "MLP_MODULES": list(models.MLP_MODULES),
+            "WEIGHT_KINDS": list(precision.WEIGHT_KINDS), "HF_FAMILIES": list(activations.HF_FAMILIES),
+        },
+        "ggml_bits": to_json(precision.GGML_BITS),
+        "serving": _module_constants("serving", (
+            "SAMPLER_BYTES_PER_LOGIT", "DRIVER_RESERVED", "CUDA_CONTEXT", "NCCL_MEMORY", "NON_TORCH_MEMORY",
+            "CUDA_GRAPH_MEMORY", "GRAPH_ACCOUNTING", "DRIVER_KEY", "UNUSED_KEY", "_VLLM_KV_NAMES")),
+    }
+
+
+def _module_constants(module: str, names: tuple[str, ...]) -> dict[str, Any]:
+    """Plain constants of a vramlib module that its calculator's JS needs (absent names are left out)."""
+    try:
+        mod = _module(module)
+    except (ImportError, KeyError):
+        return {}
+    return {n.lstrip("_"): to_json(getattr(mod, n)) for n in names if hasattr(mod, n)}
+
+
+def js_sources() -> list[Path]:
+    """Hand-written JS: core.js first, then the calculators in name order."""
+    files = sorted(JS_DIR.glob("*.js"))
+    core = [p for p in files if p.name == "core.js"]
+    return core + [p for p in files if p.name != "core.js"]
+
+
+def js_calculators() -> list[str]:
+    """Names of the calculators the JS registers (``VL.register("inference", ...)``)."""
+    found = []
+    for path in js_sources():
+        found += re.findall(r"""VL\.register\(\s*["']([a-z0-9_]+)["']""", path.read_text())
+    return sorted(found)
+
+
+@lru_cache(maxsize=1)
+def build_js() -> str:
+    """The whole ``vramlib-calc.js``: generated formulas, catalogues, then the hand-written orchestration."""
+    from .. import __version__
+
+    formulas, failed = formulas_js()
+    data = json.dumps(catalogue_json(), sort_keys=True, separators=(",", ":"))
+    head = (f"/* vramlib-calc.js -- vramlib {__version__}. GENERATED by vramlib/jsgen.py from vramlib's sympy "
+            "expressions and catalogues; do not edit. Hand-written orchestration: vramlib/js/*.js. */\n")
+    parts = [head, "(function () {\n\"use strict\";\n", (JS_DIR / "core.js").read_text(),
+             "\n/* ---- generated from the sympy expressions ---- */\n", formulas,
+             f"\nVL.unprintable = {json.dumps(failed)};\n",
+             "\n/* ---- catalogues exported from vramlib ---- */\n", f"VL.data = {data};\n"]
+    for path in js_sources()[1:]:
+        parts += [f"\n/* ---- {path.name} ---- */\n", path.read_text()]
+    parts.append("\nVL.start();\n})();\n")
+    return "".join(parts)
+
+
+def build_css() -> str:
+    return (JS_DIR / "calc.css").read_text()
+
+
+def write_assets(outdir: str | Path) -> list[Path]:
+    """Write vramlib-calc.js, vramlib-calc.css and vramlib-catalogue.json into ``outdir``."""
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"vramlib-calc.js": build_js(), "vramlib-calc.css": build_css(),
+             "vramlib-catalogue.json": json.dumps(catalogue_json(), sort_keys=True, indent=1)}
+    written = []
+    for name, text in files.items():
+        path = out / name
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for p in write_assets(sys.argv[1] if len(sys.argv) > 1 else "."):
+        print(f"{p} ({p.stat().st_size:,} bytes)")
