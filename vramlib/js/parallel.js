@@ -1,6 +1,6 @@
 /* vramlib/js/parallel.js -- the pipeline calculators (chapters 11, 12) and pieces of vramlib.parallel others need.
  * Mirrors vramlib.parallel (largest_module_params, ParallelPlan, check_layout, stage_params, in_flight,
- * plan_memory for method "full"), vramlib.planning (balance_verdict, balance_pipeline: the exact dynamic programme
+ * plan_memory: the one plan model of the browser, fine-tuning and the recommender included), vramlib.planning (balance_verdict, balance_pipeline: the exact dynamic programme
  * over stage boundaries) and vramlib.widgets.parallel (plan_stages_compute, balance_stages_compute).
  * Every count comes from a generated VL.parallel / VL.formulas / VL.activations function. */
 (function () {
@@ -239,18 +239,26 @@
     });
   }
 
-  function buckets(zero, tp, pp, gradBytes) { /* parallel._buckets for rule "auto", overlap_comm False */
-    var rule = zero === 0 ? (tp === 1 && pp === 1 ? "ddp" : "none") : "deepspeed";
+  var BUCKETS = ["auto", "ddp", "deepspeed", "hf-rule", "none"];
+  var DS_ALLGATHER = 500000000;
+  function buckets(rule, zero, tp, pp, gradBytes, overlap) { /* parallel._buckets */
+    rule = VL.checkChoice("buckets", rule, BUCKETS);
+    if (rule === "auto") { rule = zero === 0 ? (tp === 1 && pp === 1 ? "ddp" : "none") : "deepspeed"; }
     if (rule === "none") { return [rule, 0]; }
     if (rule === "ddp") { return [rule, Q.ceil(gradBytes)]; }
-    return [rule, zero === 3 ? 2 * (DS_REDUCE + DS_PREFETCH) : 2 * DS_REDUCE];
+    if (rule === "hf-rule") { return [rule, 2 * (DS_REDUCE + DS_ALLGATHER) * (overlap ? 4.5 : 1)]; }
+    if (zero === 3) { return [rule, 2 * (DS_REDUCE + DS_PREFETCH)]; }
+    return [rule, 2 * DS_REDUCE * (overlap ? 2 : 1)];
   }
 
-  /* parallel.plan_memory (method "full", optimizer adamw, buckets auto, the convention's gather buffer) */
+  /* parallel.plan_memory (the convention's gather buffer): full, LoRA and QLoRA; optimizer offload to host or NVMe;
+   * the communication buckets; host memory. Exact (Fractions), rounded up once per component as vramlib. */
   VL.planMemory = function (m, plan, seq, o) {
     o = Object.assign({ method: "full", precision: "bf16", optimizer: "adamw", convention: "mixed-fp32-master",
-      activation_style: "auto", attention: "sdpa", reserve: C.DEFAULT_RESERVE, stage_layers: null }, o || {});
+      activation_style: "auto", attention: "sdpa", lora_rank: 16, lora_targets: "all-linear", base_weights: null,
+      buckets: "auto", overlap_comm: false, reserve: C.DEFAULT_RESERVE, stage_layers: null }, o || {});
     seq = VL.checkPositiveInt("seq", seq);
+    if (typeof o.overlap_comm !== "boolean") { throw VL.invalid("overlap_comm", o.overlap_comm, "must be True or False"); }
     var method = VL.checkChoice("method", o.method, C.METHODS);
     VL.checkLayout(m, plan);
     var style = activationStyle(m, plan, o.activation_style);
@@ -258,14 +266,23 @@
     if (method !== "full" && (plan.tp > 1 || plan.pp > 1)) {
       throw VL.invalid("method", method, "LoRA/QLoRA plans are modelled with tp=1 and pp=1 (data parallel + ZeRO)");
     }
-    if (method !== "full") { throw new Error("the browser's plan_memory models full training only"); }
     var layers = stageLayers(m, plan.pp, o.stage_layers);
+    if (o.base_weights !== null && o.base_weights !== undefined) { VL.getPrecision(o.base_weights, "base_weights"); }
     var cb = convBytes(o.convention, o.precision, plan.zero);
     var prec = VL.getPrecision(o.precision, "precision").name;
     var acts = stageActivations(m, plan, seq, layers, style, prec, o.attention);
     var res = VL.parseMemory(o.reserve, "reserve");
-    var perStage = VL.stageParamsQ(m, plan.tp, plan.pp, plan.ep, layers), k = scaleQ(m);
-    var bO = Q(VL.optimizerStateBytes(m, o.optimizer), VL.weightParams(m));
+    var perStage, bO, base, baseParts, k = scaleQ(m);
+    if (method === "full") {
+      perStage = VL.stageParamsQ(m, plan.tp, plan.pp, plan.ep, layers);
+      bO = Q(VL.optimizerStateBytes(m, o.optimizer), VL.weightParams(m));
+    } else {
+      base = o.base_weights || (method === "qlora" ? "nf4-dq" : prec);
+      baseParts = VL.weightsDetail(m, base);
+      var nT = VL.loraParams(m, o.lora_rank, o.lora_targets);
+      perStage = [[Q(nT), Q(0)]];
+      bO = Q(VL.optimizerStateBytes(m, o.optimizer, null, o.lora_rank, o.lora_targets), nT);
+    }
     var gpuStages = [], hostStages = [], nvmeStages = [];
     perStage.forEach(function (st, i) {
       var parts = zeroPartsQ(st[0], plan.dp, plan.zero, cb, bO);
@@ -275,6 +292,12 @@
         });
       }
       var gpu = [], host = [], nvme = Q(0);
+      if (method !== "full") {
+        baseParts.forEach(function (bp) {
+          gpu.push([bp[0] !== "weights" ? bp[0] : "base weights (" + base + ")", plan.zero === 3 ? Q(bp[1], plan.dp) : Q(bp[1])]);
+        });
+        parts = parts.map(function (p) { return [p[0] === "weights" ? "LoRA adapters" : p[0], p[1]]; });
+      }
       parts.forEach(function (p) {
         var name = p[0], val = p[1];
         if (val.n === 0n) { return; }
@@ -286,7 +309,7 @@
         } else if (isGrad && plan.offload_optimizer !== "none" && plan.zero >= 2) { where = "cpu"; }
         if (where === "gpu") { gpu.push([name, val]); } else if (where === "cpu") { host.push([name, val]); } else { nvme = Q.add(nvme, val); }
       });
-      if (plan.zero === 3 && cb.gather) {
+      if (plan.zero === 3 && cb.gather && method === "full") {
         var pos = plan.pp === 1 ? "single" : (i === 0 ? "first" : (i === plan.pp - 1 ? "last" : "middle"));
         var big = Q.of(VL.largestModuleParams(m, plan.tp, plan.ep, pos), plan.tp * plan.ep);
         gpu.push(["ZeRO-3 gather buffer", Q.mul(Q.mul(Q(cb.gather), big), k)]);
@@ -294,7 +317,8 @@
       var gradOf = function (list) {
         return Q.sum(list.filter(function (p) { return p[0].indexOf("gradients") >= 0; }).map(function (p) { return p[1]; }));
       };
-      var gg = gradOf(gpu), b = buckets(plan.zero, plan.tp, plan.pp, gg.n !== 0n ? gg : gradOf(parts));
+      var gg = gradOf(gpu);
+      var b = buckets(o.buckets, plan.zero, plan.tp, plan.pp, gg.n !== 0n ? gg : gradOf(parts), o.overlap_comm);
       if (b[1]) { gpu.push(["communication buckets (" + b[0] + ")", Q(b[1])]); }
       gpu.push(["activations", Q(acts.length > 1 ? acts[i] : acts[0])]);
       gpu.push(["reserve (CUDA context, framework)", Q(res)]);
@@ -307,7 +331,7 @@
     var totals = gpuStages.map(function (bd) { return bd.total; });
     var peakStage = totals.indexOf(Math.max.apply(null, totals));
     return { plan: plan, stage_layers: layers, stages: gpuStages, host: hostStages, nvme: nvmeStages,
-      peak_stage: peakStage, peak: gpuStages[peakStage], total: totals[peakStage] };
+      peak_stage: peakStage, peak: gpuStages[peakStage], total: totals[peakStage], spread: spreadOf(totals).value };
   };
 
   /* planning.spread and planning.balance_verdict (exact comparisons: the thresholds are 9/10, 1/10, 1/5) */
@@ -435,27 +459,27 @@
   }
 
   /* widgets.parallel._verdict */
-  function planVerdict(pm, cap) {
+  VL.planVerdict = function (pm, cap) {
     var free = cap - pm.total;
     var head = free >= 0 ? "Fits on every GPU: " + VL.fmtBytes(free) + " free on the fullest (stage " + pm.peak_stage + ")."
       : "Does not fit: the fullest GPU (stage " + pm.peak_stage + ") is short by " + VL.fmtBytes(-free) + ".";
     if (pm.stages.length > 1) {
       head += " Stages: " + pm.stages.map(function (bd) { return gb1(bd.total); }).join(" / ") + " GB";
-      head += " (spread " + VL.toFixed(100 * spreadOf(pm.stages.map(function (bd) { return bd.total; })).value, 0) + "%).";
+      head += " (spread " + VL.toFixed(100 * pm.spread, 0) + "%).";
     }
     var host = Math.max.apply(null, pm.host.map(function (bd) { return bd.total; }));
     if (host) { head += " Host memory per rank: " + VL.fmtBytes(host) + "."; }
     var nv = Math.max.apply(null, pm.nvme);
     if (nv) { head += " NVMe per rank: " + VL.fmtBytes(nv) + "."; }
     return head + " " + VL.commas(pm.plan.n_gpus) + " GPUs, global batch " + VL.commas(pm.plan.global_batch) + " sequences.";
-  }
+  };
 
   /* widgets.parallel.plan_stages_compute */
   VL.register("plan_stages", function (a) {
     var card = VL.getGpu(a.gpu), m = panelModel(a), plan = panelPlan(a, true);
     var pm = VL.planMemory(m, plan, dflt(a.seq, 2048), { method: dflt(a.method, "full"),
       convention: dflt(a.convention, "mixed-fp32-master"), precision: dflt(a.precision, "bf16") });
-    return [pm.stages, card.memory_bytes, planVerdict(pm, card.memory_bytes)];
+    return [pm.stages, card.memory_bytes, VL.planVerdict(pm, card.memory_bytes)];
   });
 
   /* widgets.parallel.balance_stages_compute */

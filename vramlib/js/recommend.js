@@ -1,6 +1,6 @@
 /* vramlib/js/recommend.js -- the GPU recommender calculator (chapter 9): mirrors vramlib.recommend (recommend_gpus,
  * Recommendation, the ranking) and vramlib.widgets.recommend (recommend_rows, _verdict, recommend_compute). The
- * per-GPU memory of each count is VL.ft.planMemory (finetune.js); the cost is the generated VL.recommend.COST_PER_HOUR. */
+ * per-GPU memory of each count is VL.planMemory (parallel.js); the cost is the generated VL.recommend.COST_PER_HOUR. */
 (function () {
   var C = VL.data.constants;
   var MAX_GPUS = [1, 2, 4, 8];
@@ -51,8 +51,8 @@
     VL.checkChoice("attention", training.attention === undefined ? "sdpa" : training.attention, C.ATTENTION);
     var perCount = {};
     counts.forEach(function (c) {
-      var plan = VL.ft.parallelPlan(Object.assign({ dp: c, zero: c === 1 ? 0 : 3 }, planFields));
-      perCount[c] = VL.ft.planMemory(m, plan, seq, Object.assign({}, training, { method: method,
+      var plan = VL.parallelPlan(Object.assign({ dp: c, zero: c === 1 ? 0 : 3 }, planFields));
+      perCount[c] = VL.planMemory(m, plan, seq, Object.assign({}, training, { method: method,
         buckets: c === 1 ? "none" : "auto" }));
     });
     var out = [];
