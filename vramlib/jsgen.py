@@ -219,7 +219,7 @@ def from_js_value(value: Any) -> Any:
 @lru_cache(maxsize=1)
 def catalogue_json() -> dict[str, Any]:
     """Catalogues the calculators need, exported from vramlib's own objects."""
-    from . import activations, inference, models, precision, training
+    from . import activations, inference, models, precision, training, viz
     from .errors import VramlibError
     from .hardware import GPUS
     from .units import parse_memory
@@ -237,7 +237,8 @@ def catalogue_json() -> dict[str, Any]:
         except VramlibError as e:  # formats a KV cache cannot use: the browser shows vramlib's own message
             precs[name]["kv_error"] = str(e)
     return {
-        "gpus": {k: {**to_json(g), "supports_bf16": g.supports_bf16} for k, g in sorted(GPUS.items())},
+        "gpus": {k: {**to_json(g), "supports_bf16": g.supports_bf16,
+                     "supports_flash_attention_2": g.supports_flash_attention_2} for k, g in sorted(GPUS.items())},
         "precisions": precs,
         "precision_names": precision.precision_names(),
         "kv_formats": kv_formats,
@@ -256,7 +257,66 @@ def catalogue_json() -> dict[str, Any]:
         "serving": _module_constants("serving", (
             "SAMPLER_BYTES_PER_LOGIT", "DRIVER_RESERVED", "CUDA_CONTEXT", "NCCL_MEMORY", "NON_TORCH_MEMORY",
             "CUDA_GRAPH_MEMORY", "GRAPH_ACCOUNTING", "DRIVER_KEY", "UNUSED_KEY", "_VLLM_KV_NAMES")),
+        "parallel": {**_module_constants("parallel", (
+            "ZERO_STAGE_FLAGS", "ZERO_STAGES", "BUCKETS", "OFFLOAD", "SCHEDULES", "DEEPSPEED_REDUCE_BUCKET",
+            "DEEPSPEED_ALLGATHER_BUCKET", "DEEPSPEED_PREFETCH_BUCKET")), "CONV_BYTES": conv_bytes_table()},
+        "planning": {"BALANCE": _fraction_defaults("planning.balance_verdict", ("peak_share", "good_spread", "ok_spread"))},
+        "units": _module_constants("units", ("GB", "GiB", "MB", "MiB", "_UNITS")),
+        "viz": {"PALETTE": to_json(viz.PALETTE),   # COMPONENT_COLOURS as pairs: the first match wins, keep the order
+                "COMPONENT_COLOURS": [[k, i] for k, i in viz.COMPONENT_COLOURS.items()]},
+        "recommend": _module_constants("widgets.recommend", ("MAX_GPUS", "TRAINING_PRECISIONS")),
+        "defaults": {name: function_defaults(name) for name in DEFAULTS_OF},
     }
+
+
+DEFAULTS_OF = (
+    "parallel.plan_memory", "parallel.ParallelPlan", "planning.balance_verdict", "training.training_memory",
+    "training.lora_params", "inference.inference_memory", "feasibility.largest_fitting",
+    "training_feasibility.max_seq_for_training", "design.evaluate_design", "serving.serving_kv_capacity",
+    "widgets.finetune.finetune_plan", "widgets.finetune.finetune_compute", "widgets.parallel.plan_memory_compute",
+    "widgets.parallel.balance_stages_compute", "widgets.recommend.recommend_rows", "widgets.design.design_compute",
+    "recommend.recommend_gpus",
+)
+"""Python functions whose keyword defaults the calculators use: ``VL.data.defaults["<module>.<function>"]``."""
+
+
+def _function(name: str):
+    module, _, attr = name.rpartition(".")
+    return getattr(importlib.import_module(f"vramlib.{module}"), attr)
+
+
+def function_defaults(name: str) -> dict[str, Any]:
+    """``{argument: default}`` of one vramlib function (or class), read from its signature: the panels' defaults are
+    the Python ones, never retyped in JS. Defaults JSON cannot hold are left out."""
+    import inspect
+
+    out = {}
+    for p in inspect.signature(_function(name)).parameters.values():
+        if p.default is inspect.Parameter.empty:
+            continue
+        try:
+            out[p.name] = to_json(p.default)
+        except TypeError:
+            continue
+    return out
+
+
+def _fraction_defaults(name: str, args: tuple[str, ...]) -> dict[str, list[int]]:
+    """Float defaults as the exact ``[numerator, denominator]`` Python compares with (``limit_denominator``)."""
+    d = function_defaults(name)
+    return {a: [Fraction(d[a]).limit_denominator().numerator, Fraction(d[a]).limit_denominator().denominator]
+            for a in args}
+
+
+def conv_bytes_table() -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
+    """``parallel._conv_bytes`` for every convention, training precision and ZeRO stage: bytes per parameter of the
+    weights, gradients, 16-bit gradient copy, master weights and the gather buffer."""
+    from . import parallel
+    from .training import CONVENTIONS
+    from .widgets.recommend import TRAINING_PRECISIONS
+
+    return {c: {p: {str(z): to_json(parallel._conv_bytes(c, p, z)) for z in parallel.ZERO_STAGES}
+                for p in TRAINING_PRECISIONS} for c in CONVENTIONS}
 
 
 def _module_constants(module: str, names: tuple[str, ...]) -> dict[str, Any]:

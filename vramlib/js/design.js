@@ -159,36 +159,14 @@
 })();
 
 /* precision.tensor_bits for GGUF mixes on a shape without an exported table (a designed shape): llama.cpp's
- * per-layer type rules (precision._gguf_layer_type, _use_more_bits), block bits exported from precision.GGML_BITS */
+ * per-layer type rules are the generated VL.precision.GGUF_LAYER_BITS expressions, averaged over the layers */
 (function () {
-  var G = VL.data.ggml_bits;
-  function useMoreBits(i, n) {
-    var e = Math.floor(n / 8);
-    return i < e || i >= Math.floor(7 * n / 8) || (i - e) % 3 === 2;
-  }
-  function layerType(mix, kind, i, n, gqa, nExperts) {
-    var base = mix.slice(-2) === "_m" ? mix.slice(0, -2) : mix;
-    if (nExperts >= 8 && kind === "attn_v" && mix !== "q8_0") { return "q8_0"; }
-    if (nExperts >= 8 && kind === "mlp_down" && (mix === "q4_k_m" || mix === "q5_k_m")) { return base; }
-    if ((mix === "q4_k_m" || mix === "q5_k_m") && (kind === "attn_v" || kind === "mlp_down")) {
-      return useMoreBits(i, n) ? "q6_k" : base;
-    }
-    if (mix === "q3_k_m") {
-      if (kind === "attn_v") { return i < 2 ? "q5_k" : "q4_k"; }
-      if (kind === "attn_o") { return "q4_k"; }
-      if (kind === "mlp_down") { return i < Math.floor(n / 16) ? "q5_k" : (useMoreBits(i, n) ? "q4_k" : "q3_k"); }
-    }
-    if (mix === "q2_k") {
-      if (kind === "attn_v") { return gqa >= 4 ? "q4_k" : "q3_k"; }
-      if (kind === "mlp_down") { return "q3_k"; }
-    }
-    return base;
-  }
+  var G = VL.data.ggml_bits, RULES = VL.precision.GGUF_LAYER_BITS;
   VL.ggufTensorBits = function (p, kind, m) {
     if (kind === "lm_head") { return p.gguf === "q8_0" ? G.q8_0 : G.q6_k; }
     if (kind === "embed" || kind === "pos_embed") { return p.bits; }
-    var n = m.spec.n_layers, gqa = VL.gqa(m), s = 0;
-    for (var i = 0; i < n; i++) { s += G[layerType(p.gguf, kind, i, n, gqa, m.spec.n_experts)]; }
+    var n = m.spec.n_layers, rule = RULES[p.gguf + "|" + kind], vals = { n_l: n, gqa: VL.gqa(m), n_x: m.spec.n_experts }, s = 0;
+    for (var i = 0; i < n; i++) { s += rule(Object.assign({ i_l: i }, vals)); }
     return s / n;
   };
 })();

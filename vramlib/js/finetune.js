@@ -3,21 +3,9 @@
  * full, LoRA and QLoRA, optimizer offload, buckets, host memory) and its verdict VL.planVerdict
  * (widgets.parallel._verdict); VL.ft.finetunePlan is used by recommend.js too. */
 (function () {
-  var C = VL.data.constants;
   var FT = VL.ft = {};
-  var has = function (o, k) { return Object.prototype.hasOwnProperty.call(o, k); };
 
-  /* hardware.GPU.supports_flash_attention_2 (the catalogue exports supports_bf16 only) */
-  FT.supportsFlashAttention2 = function (card) {
-    if (has(card, "supports_flash_attention_2")) { return card.supports_flash_attention_2; }
-    if (card.vendor === "amd") { return ["gfx90a", "gfx942"].indexOf(card.compute_capability) >= 0; }
-    return Number(String(card.compute_capability).split(".")[0]) >= 8;
-  };
-
-  var FT_DEFAULTS = { n_heads: null, n_kv_heads: null, precision: "bf16", method: "full", lora_rank: 16,
-    optimizer: "adamw", convention: "mixed-fp32-master", zero: 3, dp: 8, tp: 1, pp: 1, n_micro: 1, recompute: "none",
-    attention: "sdpa", seq: 2048, micro_batch: 1, offload_optimizer: "none", sequence_parallel: false,
-    reserve: C.DEFAULT_RESERVE };
+  var FT_DEFAULTS = VL.data.defaults["widgets.finetune.finetune_plan"], ZERO_STAGES = VL.data.parallel.ZERO_STAGES;
 
   /* widgets.finetune.finetune_plan */
   FT.finetunePlan = function (model, gpu, values) {
@@ -40,7 +28,7 @@
     if (precision === "bf16" && !card.supports_bf16) {
       out.push(card.key + " has no bf16: use fp16 with loss scaling (same bytes)");
     }
-    if (attention === "flash" && !FT.supportsFlashAttention2(card)) {
+    if (attention === "flash" && !card.supports_flash_attention_2) {
       out.push(card.key + " has no FlashAttention-2: 'sdpa' (memory-efficient kernel) keeps the same tensors");
     }
     return out.length ? " " + out.join("; ") + "." : "";
@@ -53,12 +41,12 @@
     delete values.model; delete values.gpu; delete values.compare_zero;
     var card = VL.getGpu(gpu);
     var pm = FT.finetunePlan(model, gpu, values);
-    var precision = values.precision === undefined ? "bf16" : values.precision;
-    var attention = values.attention === undefined ? "sdpa" : values.attention;
+    var precision = values.precision === undefined ? FT_DEFAULTS.precision : values.precision;
+    var attention = values.attention === undefined ? FT_DEFAULTS.attention : values.attention;
     var verdict = VL.planVerdict(pm, card.memory_bytes) + cardNotes(gpu, precision, attention);
     if (compare) {
-      var chosen = Math.trunc(values.zero === undefined ? 3 : values.zero), bits = [];
-      [0, 1, 2, 3].forEach(function (z) {
+      var chosen = Math.trunc(values.zero === undefined ? FT_DEFAULTS.zero : values.zero), bits = [];
+      ZERO_STAGES.forEach(function (z) {
         var pz;
         try {
           pz = FT.finetunePlan(model, gpu, Object.assign({}, values, { zero: z }));
