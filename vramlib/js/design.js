@@ -122,7 +122,7 @@
     var cap = VL.budget(gpu);
     context = VL.checkPositiveInt("context", context);
     var nGpus = VL.checkPositiveInt("n_gpus", o.n_gpus), res = VL.parseMemory(C.DEFAULT_RESERVE, "reserve");
-    var chunk = 2048, trainSeq = o.train_seq;
+    var chunk = VL.data.defaults["design.evaluate_design"].prefill_chunk, trainSeq = o.train_seq;
     var inf = VL.inferenceMemory(m, o.weights, o.kv_dtype, context, 1, "sdpa", res, null, chunk);
     var train = VL.trainingMemory(m, { method: "full", seq: trainSeq, micro_batch: 1, precision: "bf16",
       optimizer: "adamw", convention: "mixed-fp32-master", recompute: "none", reserve: res });
@@ -142,7 +142,8 @@
   /* widgets.design.design_compute */
   VL.register("design", function (a) {
     var m = VL.designSpec(VL.model(a.base), a);
-    var trainSeq = a.train_seq === undefined ? 4096 : a.train_seq, nGpus = a.n_gpus === undefined ? 8 : a.n_gpus;
+    var df = VL.data.defaults["widgets.design.design_compute"];
+    var trainSeq = a.train_seq === undefined ? df.train_seq : a.train_seq, nGpus = a.n_gpus === undefined ? df.n_gpus : a.n_gpus;
     var d = VL.evaluateDesign(m, a.gpu, a.context, { weights: a.weights, kv_dtype: a.weights !== "fp16" ? "bf16" : "fp16",
       train_seq: trainSeq, n_gpus: nGpus });
     var s = m.spec, nParams = VL.int(F.N_PARAMS(m.sym)), nActive = VL.int(F.N_PARAMS(m.symActive));

@@ -48,7 +48,7 @@
   VL.inferenceMemory = function (m, weights, kvDtype, tokens, batch, attention, reserve, activationDtype, prefillChunk) {
     weights = weights === undefined ? "fp16" : weights;
     kvDtype = kvDtype === undefined ? "fp16" : kvDtype;
-    tokens = tokens === undefined ? 4096 : tokens;
+    tokens = tokens === undefined ? VL.data.defaults["inference.inference_memory"].tokens : tokens;
     batch = batch === undefined ? 1 : batch;
     attention = attention === undefined ? "sdpa" : attention;
     reserve = reserve === undefined ? C.DEFAULT_RESERVE : reserve;
