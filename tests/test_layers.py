@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "vramlib"
-LAYERS = ["core", "catalog", "memory", "plans", "solve", "serve", "explain", "web", "present", "workshop"]
+LAYERS = ["core", "catalog", "memory", "plans", "solve", "serve", "explain", "present", "web", "workshop"]
 """Lowest first: a module may import its own layer and the layers before it, never one after it."""
 
 

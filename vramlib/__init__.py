@@ -5,7 +5,7 @@ Every size is an exact int of bytes; :mod:`vramlib.core.units` prints GB (10^9) 
 sympy expression (:mod:`vramlib.core.formulas`, :mod:`vramlib.memory.activations`, ...).
 
 Layers, lower never importing upper (``tests/test_layers.py`` enforces it; docs/ARCHITECTURE.md draws it):
-``core`` -> ``catalog`` -> ``memory`` -> ``plans`` -> ``solve`` -> ``serve`` -> ``explain`` -> ``web`` -> ``present``
+``core`` -> ``catalog`` -> ``memory`` -> ``plans`` -> ``solve`` -> ``serve`` -> ``explain`` -> ``present`` -> ``web``
 -> ``workshop``.
 
 The public API is ``__all__`` below. Names load on first use (PEP 562), so ``import vramlib`` imports neither sympy

@@ -118,6 +118,7 @@ MODULES = {
     'formulas': 'vramlib.core.formulas',
     'hardware': 'vramlib.catalog.hardware',
     'inference': 'vramlib.memory.inference',
+    'jsdata': 'vramlib.present.jsdata',
     'jsgen': 'vramlib.web.jsgen',
     'models': 'vramlib.catalog.models',
     'palette': 'vramlib.core.palette',

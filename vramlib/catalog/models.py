@@ -1,6 +1,6 @@
 """Model shapes: a frozen :class:`ModelSpec`, exact parameter counts, HF ``config.json`` reading, the catalogue.
 
-Parameter counts evaluate :data:`vramlib.formulas.N_PARAMS`; the catalogue's
+Parameter counts evaluate :data:`vramlib.core.formulas.N_PARAMS`; the catalogue's
 counts equal what transformers builds (``tools/measure/param_counts.py``).
 Used in: every chapter.
 """
@@ -29,7 +29,7 @@ class ModelSpec:
 
     ``checkpoint_format`` is the storage format the checkpoint ships in when that is a quantized format
     (``from_hf_config`` reads it from ``quantization_config``: ``"gptq-4bit-g128"``, ``"awq-4bit-g128"``,
-    ``"nf4"``, ``"nf4-dq"``; a name from :func:`vramlib.precision.precision_names`), else None. It never changes a
+    ``"nf4"``, ``"nf4-dq"``; a name from :func:`vramlib.catalog.precision.precision_names`), else None. It never changes a
     number by itself: ``weights_bytes(spec, dtype)`` prices the ``dtype`` it is given (``"fp16"`` by default), so
     a 4-bit checkpoint is priced as it ships only with ``weights_bytes(spec, spec.default_weights)``.
     """
@@ -98,7 +98,7 @@ class ModelSpec:
 
     # --- symbol values for the formulas ---------------------------------------------------------
     def symbols(self, active: bool = False) -> dict[str, int]:
-        """Values of :mod:`vramlib.symbols` for this shape; ``active`` counts only the routed-to experts."""
+        """Values of :mod:`vramlib.core.symbols` for this shape; ``active`` counts only the routed-to experts."""
         experts = self.experts_per_token if active else self.n_experts
         return {
             "L": self.n_layers, "h": self.hidden, "n_h": self.n_heads, "n_kv": self.n_kv_heads,

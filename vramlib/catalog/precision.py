@@ -4,7 +4,7 @@ Plain formats (fp32 ... int4) store every tensor at one width, which is the
 source document's arithmetic (13e9 x 0.5 B for "INT4"). Real quantized
 formats (NF4, GPTQ, AWQ, GGUF) carry scales and zero points per block or
 group, and keep some tensors (embeddings, LM head, norms, biases) in 16 or
-32 bits: :func:`~vramlib.precision.tensor_bits` says which, and ``weights_bytes`` counts them.
+32 bits: :func:`~vramlib.catalog.precision.tensor_bits` says which, and ``weights_bytes`` counts them.
 Used in: chapters 1, 2, 5, 6, 7, 14.
 """
 from __future__ import annotations
@@ -12,6 +12,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
+from typing import Any
+
+import sympy as sp
 
 from ..core.errors import InvalidValueError, UnknownNameError
 
@@ -29,7 +33,7 @@ GGML_BITS: dict[str, Fraction] = {
 
 WEIGHT_KINDS = ("embed", "pos_embed", "lm_head", "attn_q", "attn_k", "attn_v", "attn_o",
                 "mlp_gate", "mlp_up", "mlp_down", "router", "norm", "bias")
-"""Tensor kinds a :class:`~vramlib.models.ModelSpec` reports in ``param_groups()``."""
+"""Tensor kinds a :class:`~vramlib.catalog.models.ModelSpec` reports in ``param_groups()``."""
 LINEAR_KINDS = ("attn_q", "attn_k", "attn_v", "attn_o", "mlp_gate", "mlp_up", "mlp_down")
 
 
@@ -39,7 +43,7 @@ class Precision:
 
     ``bits`` is the average bits per quantized element, constants included;
     ``keeps`` maps tensor kinds the format leaves unquantized to their bits.
-    ``gguf`` names a llama.cpp mix whose per-tensor types :func:`~vramlib.precision.tensor_bits` resolves.
+    ``gguf`` names a llama.cpp mix whose per-tensor types :func:`~vramlib.catalog.precision.tensor_bits` resolves.
     """
 
     name: str
@@ -153,33 +157,49 @@ def get_precision(name: str | Precision, field: str = "precision") -> Precision:
     raise UnknownNameError(field, name, precision_names())
 
 
-def _use_more_bits(i_layer: int, n_layers: int) -> bool:
-    """llama.cpp's use_more_bits: first and last eighth of the layers, and every third in between."""
-    return i_layer < n_layers // 8 or i_layer >= 7 * n_layers // 8 or (i_layer - n_layers // 8) % 3 == 2
+# --- llama.cpp's per-layer GGUF types (simplified llama_tensor_get_type), as expressions -----------------------
+i_l = sp.Symbol("i_l", integer=True, nonnegative=True)   # layer index
+n_l = sp.Symbol("n_l", integer=True, positive=True)      # layers
+gqa = sp.Symbol("gqa", integer=True, positive=True)      # query heads per KV head
+n_x = sp.Symbol("n_x", integer=True, nonnegative=True)   # experts (0: dense)
+
+USE_MORE_BITS = sp.Or(i_l < sp.floor(n_l / 8), i_l >= sp.floor(7 * n_l / 8),
+                      sp.Eq(sp.Mod(i_l - sp.floor(n_l / 8), 3), 2))
+"""llama.cpp's use_more_bits: first and last eighth of the layers, and every third in between."""
 
 
-def _gguf_layer_type(mix: str, kind: str, i: int, n: int, gqa: int, n_experts: int = 0) -> str:
-    """The GGML type llama.cpp picks for one tensor of layer i (simplified llama_tensor_get_type)."""
+def _gguf_layer_rule(mix: str, kind: str) -> sp.Expr:
+    """Bits per element of one ``kind`` tensor of layer i_l under GGUF ``mix`` (the type llama.cpp picks)."""
+    t = {k: sp.Rational(v.numerator, v.denominator) for k, v in GGML_BITS.items()}
     base = mix[:-2] if mix.endswith("_m") else mix
-    if n_experts >= 8 and kind == "attn_v" and mix != "q8_0":
-        return "q8_0"  # "for the 8-expert model, bumping this to Q8_0 trades just ~128MB"
-    if n_experts >= 8 and kind == "mlp_down" and mix in ("q4_k_m", "q5_k_m"):
-        return base  # expert ffn_down tensors are counted per expert, so few get the upgrade
+    many = n_x >= 8  # "for the 8-expert model, bumping this to Q8_0 trades just ~128MB"
+    rules: list[tuple[sp.Expr, Any]] = []
+    if kind == "attn_v" and mix != "q8_0":
+        rules.append((t["q8_0"], many))
+    if kind == "mlp_down" and mix in ("q4_k_m", "q5_k_m"):
+        rules.append((t[base], many))  # expert ffn_down tensors are counted per expert, so few get the upgrade
     if mix in ("q4_k_m", "q5_k_m") and kind in ("attn_v", "mlp_down"):
-        return "q6_k" if _use_more_bits(i, n) else base
-    if mix == "q3_k_m":
-        if kind == "attn_v":
-            return "q5_k" if i < 2 else "q4_k"
-        if kind == "attn_o":
-            return "q4_k"
-        if kind == "mlp_down":
-            return "q5_k" if i < n // 16 else ("q4_k" if _use_more_bits(i, n) else "q3_k")
-    if mix == "q2_k":
-        if kind == "attn_v":
-            return "q4_k" if gqa >= 4 else "q3_k"
-        if kind == "mlp_down":
-            return "q3_k"
-    return base
+        rules.append((t["q6_k"], USE_MORE_BITS))
+    if mix == "q3_k_m" and kind == "attn_v":
+        rules += [(t["q5_k"], i_l < 2), (t["q4_k"], True)]
+    if mix == "q3_k_m" and kind == "attn_o":
+        rules.append((t["q4_k"], True))
+    if mix == "q3_k_m" and kind == "mlp_down":
+        rules += [(t["q5_k"], i_l < sp.floor(n_l / 16)), (t["q4_k"], USE_MORE_BITS), (t["q3_k"], True)]
+    if mix == "q2_k" and kind == "attn_v":
+        rules += [(t["q4_k"], gqa >= 4), (t["q3_k"], True)]
+    if mix == "q2_k" and kind == "mlp_down":
+        rules.append((t["q3_k"], True))
+    rules.append((t[base], True))
+    return sp.Piecewise(*rules)
+
+
+GGUF_MIXES = tuple(sorted({get_precision(n).gguf for n in precision_names()} - {None}))
+GGUF_LAYER_BITS: dict[tuple[str, str], sp.Expr] = {
+    (mix, kind): _gguf_layer_rule(mix, kind) for mix in GGUF_MIXES for kind in WEIGHT_KINDS
+    if kind not in ("embed", "pos_embed", "lm_head")}
+"""Bits per element of a tensor of layer i_l (of n_l; gqa query heads per KV head, n_x experts) by GGUF mix and
+tensor kind: llama.cpp's per-layer type rules (the static book's calculators print the same expressions). Chapters 5, 6."""
 
 
 def tensor_bits(prec: Precision, kind: str, n_layers: int = 1, gqa: int = 1, n_experts: int = 0) -> Fraction:
@@ -193,8 +213,23 @@ def tensor_bits(prec: Precision, kind: str, n_layers: int = 1, gqa: int = 1, n_e
         return GGML_BITS["q8_0"] if prec.gguf == "q8_0" else GGML_BITS["q6_k"]
     if kind in ("embed", "pos_embed"):
         return prec.bits
-    types = [_gguf_layer_type(prec.gguf, kind, i, n_layers, gqa, n_experts) for i in range(n_layers)]
-    return sum((GGML_BITS[t] for t in types), Fraction(0)) / n_layers
+    expr = GGUF_LAYER_BITS[(prec.gguf, kind)]
+    names = {x.name for x in expr.free_symbols}
+    vals = {"n_l": n_layers, "gqa": gqa, "n_x": n_experts}
+    return _mean_over_layers(expr, n_layers, tuple((k, v) for k, v in vals.items() if k in names))
+
+
+@lru_cache(maxsize=4096)
+def _mean_over_layers(expr: sp.Expr, n_layers: int, values: tuple[tuple[str, int], ...]) -> Fraction:
+    """A per-layer expression (of i_l and ``values``) averaged over the layers, exactly."""
+    from ..core.formulas import compile_exact
+
+    names, fn = compile_exact(expr)
+    vals = dict(values)
+    if "i_l" not in names:  # the same on every layer
+        return Fraction(fn(*(vals[k] for k in names)))
+    total = sum((Fraction(fn(*(i if k == "i_l" else vals[k] for k in names))) for i in range(n_layers)), Fraction(0))
+    return total / n_layers
 
 
 def kv_bytes_per_element(dtype: str | Precision) -> Fraction:

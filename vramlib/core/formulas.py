@@ -1,8 +1,8 @@
 """Every memory formula of the book, written once as a sympy expression.
 
 Chapters display these expressions (``sp.latex``); the numeric functions in
-:mod:`vramlib.models`, :mod:`vramlib.inference`, :mod:`vramlib.training` and
-:mod:`vramlib.feasibility` evaluate them through :func:`evaluate` (exact
+:mod:`vramlib.catalog.models`, :mod:`vramlib.memory.inference`, :mod:`vramlib.memory.training` and
+:mod:`vramlib.solve.feasibility` evaluate them through :func:`evaluate` (exact
 integer/fraction arithmetic); the static-page calculators are generated from
 them. Change a formula here and all three change.
 """
@@ -100,7 +100,7 @@ def __getattr__(name: str) -> sp.Expr:
         value = _SOLVED[name]()
         globals()[name] = value
         return value
-    raise AttributeError(f"module 'vramlib.formulas' has no attribute {name!r}")
+    raise AttributeError(f"module 'vramlib.core.formulas' has no attribute {name!r}")
 
 PREFILL_WORKSPACE_BYTES = B * T * (2 * h + 3 * f) * b_a + e_att * B * n_h * T**2 * (4 + b_a) + 4 * B * V
 """Transient peak of a prefill over T tokens: one layer's hidden states and MLP intermediates
@@ -128,7 +128,7 @@ class _ExactPrinter(PythonCodePrinter):
 # Cost counters (tests/ and tools/bench*.py): tests assert on work done, not on wall-clock time, e.g. that a warm
 # widget update adds no LAMBDIFY_CALLS. Plain module ints; read them before and after, never reset them.
 LAMBDIFY_CALLS = 0
-"""sympy.lambdify compilations so far in this process (compile_exact here, vramlib.planning's numpy path)."""
+"""sympy.lambdify compilations so far in this process (compile_exact here, vramlib.solve.planning's numpy path)."""
 EVALUATIONS = 0
 """Calls of :func:`evaluate` so far in this process."""
 

@@ -1,7 +1,7 @@
 """The sympy symbols every formula shares, with the LaTeX names the chapters display.
 
 One symbol per quantity of a model, a workload or a storage format. Formulas
-live in :mod:`vramlib.formulas` (memory) and :mod:`vramlib.activations`.
+live in :mod:`vramlib.core.formulas` (memory) and :mod:`vramlib.memory.activations`.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ thinner); sticky notes are the KV cache; scratch paper the gradients; calculator
 a ledger the fp32 master weights; open notebooks the activations. A workload that does not fit hangs
 off the end of the shelf, in red, with the overflow labelled.
 
-Every width comes from a :class:`~vramlib.breakdown.Breakdown` computed by vramlib: the drawing adds no
+Every width comes from a :class:`~vramlib.memory.breakdown.Breakdown` computed by vramlib: the drawing adds no
 number of its own. :func:`shelf_layout` places the items (a pure computation, tested);
 :func:`draw_bookshelf` and :func:`bookshelf_pair` draw it with matplotlib; :func:`bookshelf_svg` draws
 the same layout as inline SVG for widgets; :func:`alt_text` describes it in words.
@@ -250,7 +250,7 @@ states over the GPUs); everything else (notebooks, notes, fittings ...) every sh
 def min_shelves(breakdown: Breakdown, capacity) -> int:
     """Fewest shelves of ``capacity`` that hold the workload when the books, booklet, scratch paper, ledgers and
     calculators are shared out evenly and every shelf keeps its own notebooks, notes and fittings
-    (ZeRO-3 data parallelism, :func:`vramlib.feasibility.min_gpus`); 0 if the per-shelf part alone does not fit."""
+    (ZeRO-3 data parallelism, :func:`vramlib.solve.feasibility.min_gpus`); 0 if the per-shelf part alone does not fit."""
     from ..solve.feasibility import min_gpus
 
     shelf = shelf_layout(breakdown, capacity)

@@ -5,14 +5,14 @@ lever of a base shape at a time and reports, for each variant, what the memory a
 
 * **GQA / MQA** (``n_kv_heads``): KV cache per token, so the longest context and the concurrent sequences;
 * **depth vs width at equal parameters**: for a hidden size ``h``, the layer count that keeps the parameter
-  count ``N`` is solved with sympy from :data:`vramlib.formulas.N_PARAMS` (``LAYERS_AT_EQUAL_PARAMS``);
+  count ``N`` is solved with sympy from :data:`vramlib.core.formulas.N_PARAMS` (``LAYERS_AT_EQUAL_PARAMS``);
   wider-and-shallower means fewer ``L x h`` products, so less KV cache and fewer activations per token;
 * **FFN ratio** at equal parameters: a wider MLP buys fewer layers;
 * **MoE experts**: total parameters (memory) against active parameters (compute per token).
 
 Every number comes from vramlib's own functions (``inference_memory``, ``max_tokens``, ``max_batch``,
 ``training_memory``, ``activation_bytes``, ``min_gpus``); the one new formula is the solved layer count.
-(The largest model a cluster can train is :func:`vramlib.planning.max_params_model_states`.)
+(The largest model a cluster can train is :func:`vramlib.solve.planning.max_params_model_states`.)
 
 Used in: chapter 13.
 """
@@ -51,7 +51,7 @@ def _solved(name: str) -> sp.Expr:
 def __getattr__(name: str) -> sp.Expr:
     if name in _SOLVED:  # solved on first use, keeping `import vramlib` fast
         return _solved(name)
-    raise AttributeError(f"module 'vramlib.design' has no attribute {name!r}")
+    raise AttributeError(f"module 'vramlib.explain.design' has no attribute {name!r}")
 
 
 def _round_to(value, multiple: int) -> int:

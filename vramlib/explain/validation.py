@@ -8,7 +8,7 @@ the errors. The relative error of a row is (predicted - measured) / measured: po
 over-estimates.
 
 The real optimizer's bytes per parameter come from ``optimizer.json`` (what ``torch.optim`` allocated) and
-are evaluated with :data:`vramlib.formulas.MODEL_STATES_BYTES`, the same expression the conventions use.
+are evaluated with :data:`vramlib.core.formulas.MODEL_STATES_BYTES`, the same expression the conventions use.
 
 Used in: chapter 16 (validation).
 """
@@ -602,7 +602,7 @@ def published_compute(entry: str, predictions: dict | None = None):
     """Panel compute: vramlib's Breakdown for a published workload, the published figure as the line, a verdict.
 
     ``predictions``: :func:`published_predictions`, this function's result for every entry, which the panel hands
-    the static book (``vramlib/js/validation.js`` shows the selected one); ignored here, where it is computed."""
+    the static book (``vramlib/web/js/validation.js`` shows the selected one); ignored here, where it is computed."""
     e = published_entry(entry)
     bd = published_prediction(e)
     if e["kind"] == "bound":

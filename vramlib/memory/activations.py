@@ -299,7 +299,7 @@ def activation_bytes(model: ModelSpec | str, seq: int, batch: int = 1, dtype: st
     final norm, LM head, cross-entropy), as the peak over forward and backward (see the module doc).
     ``style="hf"``: measured transformers behaviour (single device: ``tp=1``); ``style="megatron"``:
     Korthikanti et al. 2022 (``dtype`` and ``attention`` ignored; ``tp`` must divide the heads and divide or be a
-    multiple of the KV heads, :func:`vramlib.inference.kv_heads_per_gpu`; the paper's layer is multi-head
+    multiple of the KV heads, :func:`vramlib.memory.inference.kv_heads_per_gpu`; the paper's layer is multi-head
     attention, so K and V count n_h / t heads per rank -- an upper bound for GQA).
 
     >>> activation_bytes("llama-2-7b", seq=4096, style="megatron")  # s b h (34 + 5 a s / h)

@@ -219,7 +219,7 @@ def training_memory(model: ModelSpec | str, method: str = "full", seq: int = 204
                     recompute: str = "none", attention: str = "sdpa", lora_rank: int = 16,
                     lora_targets: str | tuple[str, ...] = "all-linear", base_weights: str | None = None,
                     activation_style: str = "hf", reserve: int | str = DEFAULT_RESERVE) -> Breakdown:
-    """Peak memory of one training step on one GPU (no sharding; see vramlib.parallel for ZeRO/TP/PP).
+    """Peak memory of one training step on one GPU (no sharding; see vramlib.plans.parallel for ZeRO/TP/PP).
 
     ``method``: full | lora | qlora. ``base_weights``: storage of frozen base weights (lora: ``precision``;
     qlora: ``nf4-dq``). ``convention``: source-12 | mixed-fp32-master | deepspeed. ``lora_rank`` is at most
@@ -227,8 +227,8 @@ def training_memory(model: ModelSpec | str, method: str = "full", seq: int = 204
 
     Recomputation is not always a saving: with a fused q|k|v projection (Phi-3) and eager attention, selective
     recomputation keeps the whole q|k|v output alive (v is a view of it) where eager copies v, so for short
-    sequences it holds more than no recomputation (see :mod:`vramlib.activations`); the Breakdown's notes then say
-    so (:func:`vramlib.activations.recompute_note`).
+    sequences it holds more than no recomputation (see :mod:`vramlib.memory.activations`); the Breakdown's notes then say
+    so (:func:`vramlib.memory.activations.recompute_note`).
     """
     m = get_model(model)
     method = check_choice("method", method, METHODS)

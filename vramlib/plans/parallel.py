@@ -1,11 +1,11 @@
 """Memory of one GPU in a parallel training plan: data parallel with ZeRO 0-3, CPU/NVMe offload, tensor,
 sequence, pipeline and expert parallelism, the ZeRO-3 gather buffer and communication buckets.
 
-Every formula is a sympy expression written once here (or in :mod:`vramlib.formulas` /
-:mod:`vramlib.activations`) and evaluated exactly; :mod:`vramlib.planning` lambdifies the same
+Every formula is a sympy expression written once here (or in :mod:`vramlib.core.formulas` /
+:mod:`vramlib.memory.activations`) and evaluated exactly; :mod:`vramlib.solve.planning` lambdifies the same
 expressions with numpy for the plan search. Chapters 3, 4, 9, 11 and 12 display them.
 
-Conventions (a plan is always read with one of ``vramlib.training.CONVENTIONS``):
+Conventions (a plan is always read with one of ``vramlib.memory.training.CONVENTIONS``):
 
 * ``source-12`` -- the source document: 2 + 2 + 8 bytes per parameter, no master copy.
 * ``mixed-fp32-master`` -- Rajbhandari et al. 2020 (ZeRO), section 3.1 and Table 1: 2 + 2 + K with K = 12.
@@ -29,7 +29,7 @@ Layout conventions (Megatron-LM, Narayanan et al. 2021; Korthikanti et al. 2022)
   LM head by t; norms, biases and the MoE router are replicated. t must divide the attention heads, and divide the
   KV heads (each rank n_kv / t of them) or be a multiple of them (each rank one whole KV head, replicated
   t / n_kv times: vLLM's ``QKVParallelLinear``; Megatron-Core accepts only the first). KV_HEADS_PER_RANK and
-  :func:`vramlib.inference.kv_heads_per_gpu` write that rule once.
+  :func:`vramlib.memory.inference.kv_heads_per_gpu` write that rule once.
 * Pipeline parallel (``pp`` = p) gives each stage a contiguous block of layers; the embedding (and learned
   positions) sit on the first stage, the final norm, the LM head and the loss on the last. With tied
   embeddings and p > 1 the last stage keeps its own copy of the embedding matrix as the head.
@@ -185,6 +185,15 @@ DEEPSPEED_PREFETCH_BUCKET = 50_000_000
 """DeepSpeed ``stage3_prefetch_bucket_size`` default, elements."""
 DDP_BUCKET_CAP_MB = 25
 """PyTorch DDP ``bucket_cap_mb`` default: 25 MiB per bucket (``int(bucket_cap_mb * 1024 * 1024)`` bytes)."""
+
+z_ov = sp.Symbol("z_ov", **_ind)                         # 1 with overlap_comm (DeepSpeed doubles its buffers)
+BUCKET_BYTES: dict[str, sp.Expr] = {
+    "hf-rule": 2 * (DEEPSPEED_REDUCE_BUCKET + DEEPSPEED_ALLGATHER_BUCKET) * (1 + sp.Rational(7, 2) * z_ov),
+    "deepspeed": 2 * DEEPSPEED_REDUCE_BUCKET * (1 + z_ov),
+    "deepspeed-zero3": sp.Integer(2 * (DEEPSPEED_REDUCE_BUCKET + DEEPSPEED_PREFETCH_BUCKET)),
+}
+"""Communication-bucket bytes per rule (``_buckets``): the HF estimate (x 4.5 with overlap_comm), DeepSpeed ZeRO-1/2
+(reduce buckets, doubled with overlap_comm) and ZeRO-3 (reduce + prefetch buckets). Chapters 3, 4, 9."""
 
 BUCKETS = ("auto", "ddp", "deepspeed", "hf-rule", "none")
 OFFLOAD = ("none", "cpu", "nvme")
@@ -498,11 +507,8 @@ def _buckets(rule: str, zero: int, tp: int, pp: int, grad_bytes: Fraction, overl
         return rule, 0
     if rule == "ddp":
         return rule, F.to_int_bytes(grad_bytes)
-    if rule == "hf-rule":
-        return rule, 2 * (DEEPSPEED_REDUCE_BUCKET + DEEPSPEED_ALLGATHER_BUCKET) * (Fraction(9, 2) if overlap_comm else 1)
-    if zero == 3:
-        return rule, 2 * (DEEPSPEED_REDUCE_BUCKET + DEEPSPEED_PREFETCH_BUCKET)
-    return rule, 2 * DEEPSPEED_REDUCE_BUCKET * (2 if overlap_comm else 1)
+    key = rule if rule == "hf-rule" or zero != 3 else "deepspeed-zero3"
+    return rule, int(BUCKET_BYTES[key].subs(z_ov, int(overlap_comm)))
 
 
 def _activation_style(spec: ModelSpec, plan: ParallelPlan, style: str) -> str:
@@ -562,7 +568,7 @@ def plan_memory(model: ModelSpec | str, plan: ParallelPlan | None = None, seq: i
     else "megatron" (Korthikanti et al. 2022, with TP/SP/PP). ``method``: full | lora | qlora (lora and qlora:
     tp = pp = 1, the frozen base sharded over dp only under ZeRO-3). ``gather_buffer``: None = the convention's
     (deepspeed: 4 B x largest module on the rank), True = 4 B, False = none. ``stage_layers``: layers per stage
-    (default: the even split), e.g. from :func:`vramlib.planning.balance_pipeline`. Unknown keywords raise with
+    (default: the even split), e.g. from :func:`vramlib.solve.planning.balance_pipeline`. Unknown keywords raise with
     close matches among the plan fields and these arguments.
 
     Named exceptions (each one a line of the result's ``notes``): tp > n_kv_heads keeps one whole KV head per rank
@@ -570,7 +576,7 @@ def plan_memory(model: ModelSpec | str, plan: ParallelPlan | None = None, seq: i
     (DeepSpeed's estimator counts a 16-bit gradient partition beside the fp32 one, 2 + 18/N_d B/param against
     ZeRO-1's 6 + 12/N_d) and ZeRO-3 (the gather buffer) need more than ZeRO-0/1 -- for N_d >= 2 the model states
     never grow with the stage; a recomputation level that keeps more than a lighter one (fused q|k|v with eager
-    attention, :func:`vramlib.activations.recompute_note`). Not a monotone quantity by design: the communication
+    attention, :func:`vramlib.memory.activations.recompute_note`). Not a monotone quantity by design: the communication
     buckets (DDP's gradient copy at ZeRO-0, DeepSpeed's fixed 5e8-element buffers at ZeRO 1-3).
     """
     check_keywords("plan_memory", plan_fields, PLAN_FIELDS + _PLAN_MEMORY_ARGS)

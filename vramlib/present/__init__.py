@@ -1,2 +1,3 @@
-"""Layer 8, presentation for Jupyter: plots and SVG bars (viz), ipywidgets panels (widgets).
+"""Layer 7, presentation: plots and SVG bars (viz), ipywidgets panels (widgets), the JSON their static views carry
+(jsdata).
 """

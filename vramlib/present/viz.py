@@ -8,7 +8,7 @@ import html
 from collections.abc import Sequence
 
 from ..memory.breakdown import Breakdown
-from ..core.palette import PALETTE, component_colour  # noqa: F401 (vl.viz.PALETTE)
+from ..core.palette import COMPONENT_COLOURS, PALETTE, component_colour  # noqa: F401 (vl.viz.PALETTE)
 from ..core.table import Table  # noqa: F401 (vl.viz.Table, the chapters' tables)
 from ..core.units import gb
 

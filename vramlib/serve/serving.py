@@ -1,6 +1,6 @@
 """Serving: vLLM's KV-cache budget, a roofline throughput model, cost per million tokens, fit maps.
 
-Every formula is a sympy expression below, evaluated with :func:`vramlib.formulas.evaluate`;
+Every formula is a sympy expression below, evaluated with :func:`vramlib.core.formulas.evaluate`;
 chapters display the same expressions (``sp.latex(expr, order="none")`` keeps the written order). Used in: chapters 5 (fit map), 6 (fit map, roofline,
 cost) and 8 (the vLLM budget against nvidia-smi).
 
@@ -187,7 +187,7 @@ def __getattr__(name: str):
         value = _SOLVED[name]()
         globals()[name] = value
         return value
-    raise AttributeError(f"module 'vramlib.serving' has no attribute {name!r}")
+    raise AttributeError(f"module 'vramlib.serve.serving' has no attribute {name!r}")
 
 
 # --- defaults and their evidence --------------------------------------------------------------------------
@@ -305,8 +305,8 @@ def bits_per_weight(model: ModelSpec | str, weights: str) -> Fraction:
 
 
 def effective_precision(model: ModelSpec | str, weights: str):
-    """A plain :class:`~vramlib.precision.Precision` at ``bits_per_weight(model, weights)`` bits, for
-    :func:`~vramlib.feasibility.max_params` ("how many parameters at the bits a real format costs")."""
+    """A plain :class:`~vramlib.catalog.precision.Precision` at ``bits_per_weight(model, weights)`` bits, for
+    :func:`~vramlib.solve.feasibility.max_params` ("how many parameters at the bits a real format costs")."""
     from ..catalog.precision import Precision
 
     mm, p = get_model(model), get_precision(weights, field="weights")

@@ -1,4 +1,4 @@
-"""Planning on top of :mod:`vramlib.parallel`: balance a pipeline, search TP x PP x DP plans, and answer the
+"""Planning on top of :mod:`vramlib.plans.parallel`: balance a pipeline, search TP x PP x DP plans, and answer the
 inverse questions (the largest model a cluster trains, the fewest GPUs a model needs).
 
 * :func:`balance_pipeline` splits the layers into p contiguous stages minimising the peak stage memory (exact
@@ -10,7 +10,7 @@ inverse questions (the largest model a cluster trains, the fewest GPUs a model n
   rest, at most one stage per layer) x DP, ZeRO stage, recompute level, micro-batch size (and so the number of
   micro-batches for the global batch), keeps the plans whose fullest GPU fits under the safety margin and ranks
   them by the throughput model below. Vectorised: the memory and time expressions are the sympy expressions of
-  :mod:`vramlib.parallel` and this module, lambdified once with ``modules="numpy"``.
+  :mod:`vramlib.plans.parallel` and this module, lambdified once with ``modules="numpy"``.
 * :func:`largest_trainable_model` and :func:`min_gpus_for_training`: bisection over a model family's scale
   index, and the closed form of ``sympy.solve`` (formulas.MIN_GPUS) for the data-parallel size; each answer
   fits and the next one does not.
@@ -257,7 +257,7 @@ def balance_pipeline(model: ModelSpec | str, plan: ParallelPlan | None = None, s
     Exact dynamic programming over the stage boundaries with each stage's own costs: its layers' model states,
     its 1F1B in-flight micro-batches (p - i on stage i) times its layers' activations, the embedding on the first
     stage and the LM head + loss on the last. Among the optimal splits, the one with the largest smallest stage
-    (smallest spread). The stages are then computed exactly by :func:`vramlib.parallel.plan_memory` (``kwargs``
+    (smallest spread). The stages are then computed exactly by :func:`vramlib.plans.parallel.plan_memory` (``kwargs``
     go there: buckets, reserve, overlap_comm ...). Plan fields may be given as keywords too.
     """
     import numpy as np  # imported here: `import vramlib` stays fast
@@ -396,12 +396,12 @@ def search_plans(model: ModelSpec | str, gpu: GPU | str, n_gpus: int, seq: int =
     """Every TP x PP x DP x ZeRO x recompute x micro-batch plan of ``n_gpus`` cards for ``global_batch``
     sequences of ``seq`` tokens; those whose fullest GPU fits under ``(1 - headroom)`` of the card, ranked by
     tokens/s (module doc). TP stays within a node, divides the heads and divides or is a multiple of the KV heads
-    (:func:`vramlib.inference.allowed_tp`); explicit ``tp`` / ``pp`` / ``ep`` values the model cannot use raise (an
+    (:func:`vramlib.memory.inference.allowed_tp`); explicit ``tp`` / ``pp`` / ``ep`` values the model cannot use raise (an
     int alone is one value). Sequence parallelism is on whenever TP > 1 (same traffic, less memory). Megatron
     activation accounting. Chapter 12.
 
     The enumeration is vectorised (numpy, float64); the ``top`` plans are then recomputed exactly with
-    :func:`vramlib.parallel.plan_memory` (``peak_bytes``).
+    :func:`vramlib.plans.parallel.plan_memory` (``peak_bytes``).
     """
     import numpy as np  # imported here: `import vramlib` stays fast
 
@@ -671,7 +671,7 @@ def largest_trainable_model(gpu: GPU | str, n_gpus: int, seq: int = 2048, *, fam
                             k_max: int = 4096, **kwargs) -> LargestModel:
     """Largest model of ``family`` whose plan (``tp x pp x dp`` on ``n_gpus`` cards, ZeRO ``zero``) fits every GPU
     under ``(1 - headroom)`` of its memory: bisection on the family's scale index k. ``kwargs`` go to
-    :func:`vramlib.parallel.plan_memory` (convention, recompute, micro_batch, method options ...). Chapters 3, 9.
+    :func:`vramlib.plans.parallel.plan_memory` (convention, recompute, micro_batch, method options ...). Chapters 3, 9.
     """
     fam = get_family(family)
     card = gpu if isinstance(gpu, GPU) else get_gpu(gpu)
@@ -715,7 +715,7 @@ def largest_trainable_model(gpu: GPU | str, n_gpus: int, seq: int = 2048, *, fam
 def largest_trainable_table(gpu: GPU | str, n_gpus: int, seq: int = 2048, *, methods: Sequence[str] = METHODS,
                             stages: Sequence[int] = (0, 1, 2, 3), family: ModelFamily | str = "llama-width",
                             **kwargs) -> list[dict]:
-    """The largest trainable member of ``family`` for every method x ZeRO stage (rows for a vramlib.viz.Table):
+    """The largest trainable member of ``family`` for every method x ZeRO stage (rows for a vramlib.present.viz.Table):
     method, ZeRO stage, scale index, shape, parameters, GB on the fullest GPU. Chapters 3, 9."""
     rows = []
     for method in methods:

@@ -2,9 +2,9 @@
 
 :func:`recommend_gpus` answers question 9's "choose a GPU configuration": for a model, a method (full / LoRA /
 QLoRA) and a sequence length it computes the per-GPU memory of the job on 1, 2, 4 and 8 cards with
-``vramlib.parallel.plan_memory`` and compares it with every catalogue GPU:
+``vramlib.plans.parallel.plan_memory`` and compares it with every catalogue GPU:
 
-* one card: plain single-GPU training (ZeRO 0, no communication buckets), i.e. :func:`vramlib.training.training_memory`;
+* one card: plain single-GPU training (ZeRO 0, no communication buckets), i.e. :func:`vramlib.memory.training.training_memory`;
 * several cards: data parallel with ZeRO stage ``zero`` (3 by default: weights, gradients and optimizer states
   sharded, the frozen base of LoRA/QLoRA too -- FSDP + QLoRA), DeepSpeed's communication buckets included.
 
@@ -94,7 +94,7 @@ class Recommendation:
         return f"{self.count} x {self.gpu.key}"
 
     def row(self) -> dict:
-        """A row for vramlib.viz.Table (GB = 10^9 bytes)."""
+        """A row for vramlib.present.viz.Table (GB = 10^9 bytes)."""
         cost = self.cost_per_hour_usd
         return {"GPUs": self.label(), "plan": "1 GPU" if self.count == 1 else f"ZeRO-{self.plan.zero} x {self.count}",
                 "GB per GPU": self.per_gpu_bytes / 1e9, "card GB": self.capacity / 1e9, "use": self.share,
@@ -125,7 +125,7 @@ def recommend_gpus(model: ModelSpec | str, method: str = "qlora", seq: int = 204
                    require_features: bool = False, **training_kwargs) -> list[Recommendation]:
     """Catalogue GPUs x ``counts`` on which one step of fine-tuning ``model`` fits, cheapest per hour first.
 
-    ``method``: full | lora | qlora. ``training_kwargs`` go to ``vramlib.parallel.plan_memory``: training options
+    ``method``: full | lora | qlora. ``training_kwargs`` go to ``vramlib.plans.parallel.plan_memory``: training options
     (``precision``, ``optimizer``, ``convention``, ``attention``, ``lora_rank``, ``reserve`` ...) and plan fields
     (``recompute``, ``micro_batch``, ``offload_optimizer`` ...). ``fewest_only``: per card, only the smallest count
     that fits (more cards of the same kind cost more for the same answer). ``include_unfit``: also the rows that do
@@ -182,7 +182,7 @@ def _rank(r: Recommendation):
 
 @checked_call
 def recommendation_table(recs: Sequence[Recommendation], top: int | None = None, caption: str | None = None):
-    """A vramlib.viz.Table of recommendations (the price dates in the caption and in a column)."""
+    """A vramlib.present.viz.Table of recommendations (the price dates in the caption and in a column)."""
     from ..core.table import Table
 
     rows = [r.row() for r in (recs if top is None else recs[:top])]
@@ -198,7 +198,7 @@ def recommendation_table(recs: Sequence[Recommendation], top: int | None = None,
 def max_seq_for_plan(model: ModelSpec | str, gpu: GPU | str | int, plan: ParallelPlan | None = None, *,
                      headroom: float = 0.0, limit: int = 2**24, **kwargs) -> int:
     """Longest sequence whose plan fits every GPU under ``(1 - headroom)``: bisection on
-    ``vramlib.parallel.plan_memory`` (the answer fits, answer + 1 does not; 0 if one token does not fit).
+    ``vramlib.plans.parallel.plan_memory`` (the answer fits, answer + 1 does not; 0 if one token does not fit).
 
     ``gpu``: a GPU, a catalogue name, or bytes. ``plan`` or plan fields as keywords; other keywords go to
     ``plan_memory``. Chapter 4.

@@ -1,9 +1,9 @@
 """The source's rules of thumb for training memory, read back from the measured accountings.
 
 The source estimates activations as ``b x s x h x L x c`` bytes with a coefficient c of "34..40" (questions 3
-and 4) or "15-40" (question 9). That rule is ``vramlib.training_feasibility.SOURCE_ACTIVATIONS``, evaluated
-by ``vramlib.training_feasibility.source_activation_bytes``; it is not written again here. This module solves
-it for c (``sympy.solve``) so that any accounting of :mod:`vramlib.activations` -- measured Hugging Face tensors
+and 4) or "15-40" (question 9). That rule is ``vramlib.solve.training_feasibility.SOURCE_ACTIVATIONS``, evaluated
+by ``vramlib.solve.training_feasibility.source_activation_bytes``; it is not written again here. This module solves
+it for c (``sympy.solve``) so that any accounting of :mod:`vramlib.memory.activations` -- measured Hugging Face tensors
 (``hf``) or Korthikanti et al. (``megatron``), with or without recomputation -- can be stated as the coefficient
 the source would have to use to get the same bytes:
 
@@ -48,7 +48,7 @@ def implied_coefficient(model: ModelSpec | str, seq: int = 2048, batch: int = 1,
 
     ``scope="model"``: the whole step's peak (embeddings, LM head and the fp32 logits of the loss included) spread
     over the L layers; ``scope="layer"``: one decoder layer (L = 1). The other arguments are those of
-    :func:`vramlib.activations.activation_bytes` (``tp`` / ``sequence_parallel``: the megatron style's activations of one
+    :func:`vramlib.memory.activations.activation_bytes` (``tp`` / ``sequence_parallel``: the megatron style's activations of one
     tensor-parallel rank, so c is then per GPU).
 
     >>> implied_coefficient("source-7b", 2048, style="megatron", recompute="selective", scope="layer")

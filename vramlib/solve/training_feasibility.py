@@ -1,12 +1,12 @@
 """Training feasibility on one GPU: the longest sequence that fits, ratios between memory totals, and the
 source's rules of thumb for training memory, each written once as a named convention.
 
-* :func:`max_seq_for_training` -- the inverse of :func:`vramlib.training.training_memory` in the sequence length:
+* :func:`max_seq_for_training` -- the inverse of :func:`vramlib.memory.training.training_memory` in the sequence length:
   the longest ``seq`` whose training step fits ``memory`` (bisection; the answer fits, answer + 1 does not).
 * ``SOURCE_ACTIVATIONS = b s h L c`` -- the source's activation rule of thumb (questions 3, 4 and 10 use
   c = 34..40 bytes), with :func:`source_activation_bytes` and :func:`source_training_memory` (the library's
   model states with the activations replaced by the rule). A named convention, not a measurement: the
-  measured accountings are :mod:`vramlib.activations`' ``hf`` and ``megatron`` styles.
+  measured accountings are :mod:`vramlib.memory.activations`' ``hf`` and ``megatron`` styles.
 * ``MEMORY_RATIO = M_a / M_b`` -- :func:`size_ratio` of two totals (training over inference, 7B over 1B).
 * ``LINEARITY = (M_a / M_b) / (N_a / N_b)`` -- how close the memory ratio of two models is to their parameter
   ratio (1 = linear); :func:`scaling_ratio`, :func:`linearity`, :func:`linear_until`.
@@ -58,7 +58,7 @@ BYTES_PER_TRAINABLE_PARAM = F.MODEL_STATES_BYTES / N_t
 (12 for the source, 16 with an fp32 master copy, 18 for DeepSpeed's accounting). Chapters 2, 3, 9, 15."""
 
 ACTIVATION_RULES = ("hf", "megatron", "source")
-"""Activation accountings the ratio functions accept: vramlib.activations' two styles, or the source's rule."""
+"""Activation accountings the ratio functions accept: vramlib.memory.activations' two styles, or the source's rule."""
 
 _TM = inspect.signature(training_memory).parameters
 
@@ -97,7 +97,7 @@ def source_activation_bytes(model: ModelSpec | str, seq: int, batch: int = 1, co
 @checked_call
 def source_training_memory(model: ModelSpec | str, seq: int = 2048, micro_batch: int = 1,
                            coefficient: int | Fraction = 40, **training_kwargs) -> Breakdown:
-    """:func:`vramlib.training.training_memory` with its ``activations`` replaced by the source's ``b s h L c`` bytes.
+    """:func:`vramlib.memory.training.training_memory` with its ``activations`` replaced by the source's ``b s h L c`` bytes.
 
     Every other keyword (``method``, ``convention``, ``reserve`` ...) goes to ``training_memory`` with its
     defaults; pass ``convention="source-12", reserve=0`` to reproduce the source.
@@ -146,8 +146,8 @@ def scaling_ratio(big: ModelSpec | str, small: ModelSpec | str, seq: int = 2048,
                   coefficient: int | Fraction = 40, **training_kwargs) -> float:
     """Training memory of ``big`` over that of ``small`` at the same settings (MEMORY_RATIO of the totals).
 
-    ``activation_style``: ``hf`` | ``megatron`` (vramlib.activations) | ``source`` (the source's b s h L c).
-    Other keywords go to :func:`vramlib.training.training_memory` (``convention``, ``recompute``, ``reserve`` ...).
+    ``activation_style``: ``hf`` | ``megatron`` (vramlib.memory.activations) | ``source`` (the source's b s h L c).
+    Other keywords go to :func:`vramlib.memory.training.training_memory` (``convention``, ``recompute``, ``reserve`` ...).
     """
     mb, ms, style = _ratio_inputs(big, small, activation_style, training_kwargs)
     return float(F.evaluate(MEMORY_RATIO, M_a=_training_total(mb, seq, style, coefficient, training_kwargs),
@@ -215,7 +215,7 @@ def model_states_bytes(n_trainable: int, convention: str = "source-12", optimize
     """Model states of ``n_trainable`` parameters (formulas.MODEL_STATES_BYTES), rounded up to a whole byte.
 
     The source's "33M x 12 B ≈ 0.4 GB" (question 2): ``model_states_bytes(33_000_000)``. Unlike
-    :func:`vramlib.training.training_memory`, no tensor is treated as small (8-bit optimizers keep those 32-bit).
+    :func:`vramlib.memory.training.training_memory`, no tensor is treated as small (8-bit optimizers keep those 32-bit).
     """
     n = check_positive_int("n_trainable", n_trainable, allow_zero=True)
     return F.to_int_bytes(F.evaluate(F.MODEL_STATES_BYTES, N_t=n, **_state_bytes(convention, optimizer, precision)))
@@ -275,7 +275,7 @@ def max_seq_for_training(model: ModelSpec | str, memory: int | str, limit: int =
     """Longest sequence (tokens per sequence, at ``micro_batch``) whose training step fits ``memory``.
 
     ``memory``: bytes, ``"48GB"``/``"48GiB"`` or a GPU name. Every keyword goes to
-    :func:`vramlib.training.training_memory` (``method``, ``recompute``, ``attention``, ``convention``, ``reserve`` ...).
+    :func:`vramlib.memory.training.training_memory` (``method``, ``recompute``, ``attention``, ``convention``, ``reserve`` ...).
     Only the activations grow with the sequence, so a secant guess and bisection run on them, and the answer is
     confirmed on ``training_memory(...).total``: it fits and answer + 1 does not; 0 when not even one token fits
     (the model states alone are too large). Memory only: compare with ``model.max_context``.

@@ -6,7 +6,7 @@ use) is printed to JavaScript with sympy's JavaScript code printer into ``VL.<mo
 a function of an object of symbol values -- the browser twin of ``formulas.evaluate``. The
 catalogues (GPUs, precisions, models, optimizers, conventions) are exported as JSON from the same
 Python objects. The orchestration that the panels' compute functions do in Python (which
-expressions a breakdown sums) is small hand-written JS in ``vramlib/js/*.js`` that calls only these
+expressions a breakdown sums) is small hand-written JS in ``vramlib/web/js/*.js`` that calls only these
 generated functions and mirrors the Python structure; ``tests/browser/test_calculators.py`` proves in
 a real browser that every calculator equals its Python compute function.
 
@@ -30,6 +30,10 @@ from typing import Any
 
 import sympy as sp
 from sympy.printing.jscode import JavascriptCodePrinter
+
+from ..present.jsdata import (  # noqa: F401 (jsgen.to_json ... as before)
+    _key, _reachable_gqa, from_js_value, gguf_table, model_json, to_js_value, to_json,
+)
 
 JS_DIR = Path(__file__).resolve().parent / "js"
 """Hand-written orchestration (``core.js`` first, then one file per calculator) and the stylesheet."""
@@ -82,15 +86,13 @@ def js_expression(expr: sp.Expr) -> tuple[list[str], str]:
     return names, code
 
 
-def _module(short: str):
-    """The layer module behind a short name (``"parallel"`` -> ``vramlib.plans.parallel``)."""
+def _module(name: str):
+    """The module behind a short name (``"parallel"`` -> ``vramlib.plans.parallel``; ``"widgets.recommend"`` ->
+    ``vramlib.present.widgets.recommend``)."""
     from .._index import MODULES
 
-    return importlib.import_module(MODULES[short])
-
-
-def _key(k) -> str:
-    return "|".join(str(x) for x in k) if isinstance(k, tuple) else str(k)
+    head, _, rest = name.partition(".")
+    return importlib.import_module(MODULES[head] + ("." + rest if rest else ""))
 
 
 def _module_expressions(mod) -> dict[str, Any]:
@@ -150,92 +152,18 @@ def formulas_js() -> tuple[str, list[str]]:
     return "\n".join(lines), failed
 
 
-# --- JSON export ---------------------------------------------------------------------------------------------
-def to_json(obj: Any) -> Any:
-    """Plain JSON data: Fractions become floats, dataclasses dicts, tuples lists."""
-    if isinstance(obj, bool) or obj is None or isinstance(obj, (int, str)):
-        return obj
-    if isinstance(obj, float):
-        return obj
-    if isinstance(obj, Fraction):
-        return obj.numerator if obj.denominator == 1 else obj.numerator / obj.denominator
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, dict):
-        return {_key(k): to_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [to_json(v) for v in obj]
-    raise TypeError(f"to_json: cannot export {type(obj).__name__}")
-
-
-def _reachable_gqa(hidden: int) -> list[int]:
-    """Query heads per KV head a with_heads() shape can reach: n_heads divides hidden, n_kv_heads divides n_heads."""
-    return [g for g in range(1, hidden + 1) if hidden % g == 0]
-
-
-def gguf_table(spec) -> dict[str, dict[str, Any]]:
-    """Bits per element by GGUF mix and tensor kind (``precision.tensor_bits``) for this shape's layers and experts:
-    a number, or ``{gqa: bits}`` where the mix depends on the query heads per KV head."""
-    from ..catalog.precision import WEIGHT_KINDS, get_precision, precision_names, tensor_bits
-
-    out: dict[str, dict[str, Any]] = {}
-    gqas = _reachable_gqa(spec.hidden)
-    for name in precision_names():
-        p = get_precision(name)
-        if not p.gguf:
-            continue
-        kinds = {}
-        for kind in WEIGHT_KINDS:
-            vals = {g: tensor_bits(p, kind, spec.n_layers, g, spec.n_experts) for g in gqas}
-            distinct = set(vals.values())
-            kinds[kind] = to_json(distinct.pop()) if len(distinct) == 1 else {str(g): to_json(v) for g, v in vals.items()}
-        out[p.name] = kinds
-    return out
-
-
-def model_json(spec) -> dict[str, Any]:
-    """A ModelSpec for the browser: its fields, symbol values, linear modules, GGUF bits and the hf-style indicators
-    (or the error vramlib raises for a family the hf activation expressions do not model)."""
-    from ..memory.activations import _hf_indicators
-    from ..core.errors import VramlibError
-
-    try:
-        hf: Any = dict(_hf_indicators(spec))
-    except VramlibError as e:
-        hf = {"error": str(e)}
-    return {"$model": to_json(spec), "symbols": spec.symbols(), "symbols_active": spec.symbols(active=True),
-            "linear_modules": spec.linear_modules(), "gguf": gguf_table(spec), "hf": hf}
-
-
-def to_js_value(value: Any) -> Any:
-    """A panel's fixed argument as JSON for ``data-fixed`` (a ModelSpec becomes :func:`model_json`)."""
-    from ..catalog.models import ModelSpec
-
-    if isinstance(value, ModelSpec):
-        return model_json(value)
-    return to_json(value)
-
-
-def from_js_value(value: Any) -> Any:
-    """The inverse of :func:`to_js_value` (tests rebuild a panel's Python arguments from the page)."""
-    from ..catalog.models import ModelSpec
-
-    if isinstance(value, dict) and "$model" in value:
-        return ModelSpec(**value["$model"])
-    return value
+# --- JSON export: the data helpers live in present.jsdata (the panels' placeholders use them too) ---------
 
 
 @lru_cache(maxsize=1)
 def catalogue_json() -> dict[str, Any]:
     """Catalogues the calculators need, exported from vramlib's own objects."""
-    from ..memory import activations
-    from ..memory import inference
-    from ..catalog import models
-    from ..catalog import precision
-    from ..memory import training
-    from ..core.errors import VramlibError
+    from ..catalog import models, precision
     from ..catalog.hardware import GPUS
+    from ..core import palette as viz
+    from ..core.errors import VramlibError
     from ..core.units import parse_memory
+    from ..memory import activations, inference, training
 
     precs = {}
     kv_formats = []
@@ -250,7 +178,8 @@ def catalogue_json() -> dict[str, Any]:
         except VramlibError as e:  # formats a KV cache cannot use: the browser shows vramlib's own message
             precs[name]["kv_error"] = str(e)
     return {
-        "gpus": {k: {**to_json(g), "supports_bf16": g.supports_bf16} for k, g in sorted(GPUS.items())},
+        "gpus": {k: {**to_json(g), "supports_bf16": g.supports_bf16,
+                     "supports_flash_attention_2": g.supports_flash_attention_2} for k, g in sorted(GPUS.items())},
         "precisions": precs,
         "precision_names": precision.precision_names(),
         "kv_formats": kv_formats,
@@ -269,7 +198,66 @@ def catalogue_json() -> dict[str, Any]:
         "serving": _module_constants("serving", (
             "SAMPLER_BYTES_PER_LOGIT", "DRIVER_RESERVED", "CUDA_CONTEXT", "NCCL_MEMORY", "NON_TORCH_MEMORY",
             "CUDA_GRAPH_MEMORY", "GRAPH_ACCOUNTING", "DRIVER_KEY", "UNUSED_KEY", "_VLLM_KV_NAMES")),
+        "parallel": {**_module_constants("parallel", (
+            "ZERO_STAGE_FLAGS", "ZERO_STAGES", "BUCKETS", "OFFLOAD", "SCHEDULES", "DEEPSPEED_REDUCE_BUCKET",
+            "DEEPSPEED_ALLGATHER_BUCKET", "DEEPSPEED_PREFETCH_BUCKET")), "CONV_BYTES": conv_bytes_table()},
+        "planning": {"BALANCE": _fraction_defaults("planning.balance_verdict", ("peak_share", "good_spread", "ok_spread"))},
+        "units": _module_constants("units", ("GB", "GiB", "MB", "MiB", "_UNITS")),
+        "viz": {"PALETTE": to_json(viz.PALETTE),   # COMPONENT_COLOURS as pairs: the first match wins, keep the order
+                "COMPONENT_COLOURS": [[k, i] for k, i in viz.COMPONENT_COLOURS.items()]},
+        "recommend": _module_constants("widgets.recommend", ("MAX_GPUS", "TRAINING_PRECISIONS")),
+        "defaults": {name: function_defaults(name) for name in DEFAULTS_OF},
     }
+
+
+DEFAULTS_OF = (
+    "parallel.plan_memory", "parallel.ParallelPlan", "planning.balance_verdict", "training.training_memory",
+    "training.lora_params", "inference.inference_memory", "feasibility.largest_fitting",
+    "training_feasibility.max_seq_for_training", "design.evaluate_design", "serving.serving_kv_capacity",
+    "widgets.finetune.finetune_plan", "widgets.finetune.finetune_compute", "widgets.parallel.plan_memory_compute",
+    "widgets.parallel.balance_stages_compute", "widgets.recommend.recommend_rows", "widgets.design.design_compute",
+    "recommend.recommend_gpus",
+)
+"""Python functions whose keyword defaults the calculators use: ``VL.data.defaults["<module>.<function>"]``."""
+
+
+def _function(name: str):
+    module, _, attr = name.rpartition(".")
+    return getattr(_module(module), attr)
+
+
+def function_defaults(name: str) -> dict[str, Any]:
+    """``{argument: default}`` of one vramlib function (or class), read from its signature: the panels' defaults are
+    the Python ones, never retyped in JS. Defaults JSON cannot hold are left out."""
+    import inspect
+
+    out = {}
+    for p in inspect.signature(_function(name)).parameters.values():
+        if p.default is inspect.Parameter.empty:
+            continue
+        try:
+            out[p.name] = to_json(p.default)
+        except TypeError:
+            continue
+    return out
+
+
+def _fraction_defaults(name: str, args: tuple[str, ...]) -> dict[str, list[int]]:
+    """Float defaults as the exact ``[numerator, denominator]`` Python compares with (``limit_denominator``)."""
+    d = function_defaults(name)
+    return {a: [Fraction(d[a]).limit_denominator().numerator, Fraction(d[a]).limit_denominator().denominator]
+            for a in args}
+
+
+def conv_bytes_table() -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
+    """``parallel._conv_bytes`` for every convention, training precision and ZeRO stage: bytes per parameter of the
+    weights, gradients, 16-bit gradient copy, master weights and the gather buffer."""
+    from ..memory.training import CONVENTIONS
+    from ..plans import parallel
+    from ..present.widgets.recommend import TRAINING_PRECISIONS
+
+    return {c: {p: {str(z): to_json(parallel._conv_bytes(c, p, z)) for z in parallel.ZERO_STAGES}
+                for p in TRAINING_PRECISIONS} for c in CONVENTIONS}
 
 
 def _module_constants(module: str, names: tuple[str, ...]) -> dict[str, Any]:
@@ -277,7 +265,7 @@ def _module_constants(module: str, names: tuple[str, ...]) -> dict[str, Any]:
     try:
         mod = _module(module)
     except (ImportError, KeyError):
-        return {}
+        raise ValueError(f"jsgen: no vramlib module {module!r} to export constants from") from None
     return {n.lstrip("_"): to_json(getattr(mod, n)) for n in names if hasattr(mod, n)}
 
 
@@ -303,8 +291,8 @@ def build_js() -> str:
 
     formulas, failed = formulas_js()
     data = json.dumps(catalogue_json(), sort_keys=True, separators=(",", ":"))
-    head = (f"/* vramlib-calc.js -- vramlib {__version__}. GENERATED by vramlib/jsgen.py from vramlib's sympy "
-            "expressions and catalogues; do not edit. Hand-written orchestration: vramlib/js/*.js. */\n")
+    head = (f"/* vramlib-calc.js -- vramlib {__version__}. GENERATED by vramlib/web/jsgen.py from vramlib's sympy "
+            "expressions and catalogues; do not edit. Hand-written orchestration: vramlib/web/js/*.js. */\n")
     parts = [head, "(function () {\n\"use strict\";\n", (JS_DIR / "core.js").read_text(),
              "\n/* ---- generated from the sympy expressions ---- */\n", formulas,
              f"\nVL.unprintable = {json.dumps(failed)};\n",

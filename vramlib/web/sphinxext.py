@@ -1,10 +1,10 @@
-"""Sphinx extension of the book (``_config.yml``: ``sphinx: extra_extensions: [vramlib.sphinxext]``).
+"""Sphinx extension of the book (``_config.yml``: ``sphinx: extra_extensions: [vramlib.web.sphinxext]``).
 
-* writes ``_static/vramlib-calc.js`` (generated from the sympy expressions by :mod:`vramlib.jsgen`),
+* writes ``_static/vramlib-calc.js`` (generated from the sympy expressions by :mod:`vramlib.web.jsgen`),
   ``vramlib-calc.css`` and ``vramlib-catalogue.json`` into the HTML output at every build, so the
   calculators can never be stale;
 * links the script and stylesheet only from pages that hold a calculator placeholder
-  (``<div class="vramlib-calc">``, the ``text/html`` view of every ``vramlib.widgets`` panel);
+  (``<div class="vramlib-calc">``, the ``text/html`` view of every ``vramlib.present.widgets`` panel);
 * drops the ipywidgets state and the widget manager scripts myst-nb would load from a CDN: the HTML
   builders never render widget views (``nb_mime_priority_overrides``), so the static pages carry no dead
   controls and load nothing from a CDN for them;

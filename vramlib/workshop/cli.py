@@ -278,7 +278,7 @@ def _planner():
 def cmd_plan(args) -> int:
     search_plans = _planner()
     if search_plans is None:
-        raise UsageError("vramlib plan: the parallel plan search (vramlib.planning.search_plans) is not available "
+        raise UsageError("vramlib plan: the parallel plan search (vramlib.solve.planning.search_plans) is not available "
                          "in this version")
     from .report import parse_hardware
     from ..core.units import gb, gib

@@ -4,7 +4,7 @@ A workshop host can collect who solved what: with ``record`` (a JSONL path), ``c
 environment variable ``VRAMLIB_EXERCISE_LOG``, every check appends one JSON line (time, who, key, answer,
 computed answer, right or not); ``summarize(logs)`` (or ``vramlib exercises summary``) tabulates them.
 
-Used in: every chapter's exercises (keys ``chNN-k``, registered in :mod:`vramlib.exercise_bank`) and the workshop.
+Used in: every chapter's exercises (keys ``chNN-k``, registered in :mod:`vramlib.workshop.exercise_bank`) and the workshop.
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ _SESSION: dict[str, str | None] = {"who": None, "log": None}
 
 
 def register(key: str, question: str, answer: Callable[[], float], unit: str, hint: str, rel_tol: float = 0.01) -> None:
-    """Add an exercise (chapters' exercises are registered in :mod:`vramlib.exercise_bank`)."""
+    """Add an exercise (chapters' exercises are registered in :mod:`vramlib.workshop.exercise_bank`)."""
     EXERCISES[key] = Exercise(key, question, answer, unit, rel_tol, hint)
 
 
@@ -176,7 +176,7 @@ def _table(rows, caption: str = ""):
 
 
 def list_exercises(chapter: str | None = None):
-    """A :class:`vramlib.viz.Table` of the exercises: key, question, unit, tolerance."""
+    """A :class:`vramlib.present.viz.Table` of the exercises: key, question, unit, tolerance."""
     ks = keys(chapter)
     if not ks:
         raise UnknownNameError("chapter", chapter, sorted({k.rpartition("-")[0] for k in keys()}))
@@ -186,7 +186,7 @@ def list_exercises(chapter: str | None = None):
 
 def check_all(answers: Mapping[str, float], rel_tol: float | None = None, *, who: str | None = None,
               record: bool | str | Path | None = None):
-    """Check several answers at once; a :class:`vramlib.viz.Table` (exercise, your answer, unit, result, hint)
+    """Check several answers at once; a :class:`vramlib.present.viz.Table` (exercise, your answer, unit, result, hint)
     whose caption counts the right ones; ``.results`` holds the :class:`Result` objects. Unknown keys raise
     before anything is checked or recorded."""
     if not isinstance(answers, Mapping) or not answers:
@@ -227,7 +227,7 @@ def read_log(paths: str | Path | Iterable[str | Path]) -> list[dict]:
 
 def summarize(paths: str | Path | Iterable[str | Path]):
     """Who solved what, from JSONL logs: one row per participant (solved, tried, the keys solved and the keys
-    tried but not yet solved), most solved first; a :class:`vramlib.viz.Table`."""
+    tried but not yet solved), most solved first; a :class:`vramlib.present.viz.Table`."""
     records = read_log(paths)
     people: dict[str, dict] = {}
     for rec in records:

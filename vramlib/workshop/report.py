@@ -1,6 +1,6 @@
 """Feasibility reports: "what fits on my hardware", per GPU, as text, JSON, a notebook and a standalone HTML page.
 
-The pieces the command line (:mod:`vramlib.cli`) and the report notebook (``data/report_template.ipynb``)
+The pieces the command line (:mod:`vramlib.workshop.cli`) and the report notebook (``data/report_template.ipynb``)
 share: reading a hardware spec such as ``"2x80GB"`` or ``"4xa100-80gb"``, the per-GPU inference memory
 when the model is split by tensor parallelism, a :class:`Fit` (breakdown + verdict) for inference and
 training, the plain-text table, and the papermill + nbconvert pipeline behind ``vramlib report``.
@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 # --- formulas (written once; the CLI and the report evaluate them) ---------------------------------------------
-# TP_SHARD_BYTES (weights per GPU) and the KV-heads rule live in vramlib.inference, written once.
+# TP_SHARD_BYTES (weights per GPU) and the KV-heads rule live in vramlib.memory.inference, written once.
 
 PREFILL_WORKSPACE_TP_BYTES = F.PREFILL_WORKSPACE_BYTES.subs({f: f / n_gpu, n_h: n_h / n_gpu, V: V / n_gpu})
 """Prefill workspace per GPU under tensor parallelism: the MLP intermediates (f), the eager attention scores
@@ -151,7 +151,7 @@ def load_model(spec: str | ModelSpec, heads: int | None = None, kv_heads: int | 
 
 # --- per-GPU inference memory with tensor parallelism --------------------------------------------------------
 def kv_heads_per_gpu(model: ModelSpec | str, n_gpus: int) -> int:
-    """KV heads each GPU holds under tensor parallelism over ``n_gpus``: :func:`vramlib.inference.kv_heads_per_gpu`
+    """KV heads each GPU holds under tensor parallelism over ``n_gpus``: :func:`vramlib.memory.inference.kv_heads_per_gpu`
     (the one rule: whole heads, replicated when n_gpus exceeds them), its errors naming the GPU count."""
     return _kv_heads_rule(get_model(model), n_gpus, field="gpu count")
 
@@ -166,7 +166,7 @@ def inference_memory_tp(model: ModelSpec | str, n_gpus: int = 1, weights: str = 
     n_gpus exceeds the KV heads: a small underestimate). KV cache: the GPU's
     KV heads (:func:`kv_heads_per_gpu`). Prefill workspace: PREFILL_WORKSPACE_TP_BYTES. Reserve: on every GPU.
     ``attention=None`` leaves out the prefill workspace (weights + KV cache + reserve: the source's method).
-    With ``n_gpus=1`` and an attention kernel this equals :func:`vramlib.inference.inference_memory`.
+    With ``n_gpus=1`` and an attention kernel this equals :func:`vramlib.memory.inference.inference_memory`.
     """
     m = get_model(model)
     n = check_positive_int("gpus", n_gpus)
@@ -195,7 +195,7 @@ def max_context(model: ModelSpec | str, hardware: str | Hardware | GPU, weights:
                 reserve: int | str = DEFAULT_RESERVE, prefill_chunk: int | None = None) -> int:
     """Longest context (tokens per sequence for ``batch`` sequences) on the hardware; 0 if not one token fits.
 
-    One GPU: :func:`vramlib.feasibility.max_tokens`. Several: the largest T whose :func:`inference_memory_tp`
+    One GPU: :func:`vramlib.solve.feasibility.max_tokens`. Several: the largest T whose :func:`inference_memory_tp`
     fits one GPU (bisection; every answer fits and answer + 1 does not).
     """
     hw = parse_hardware(hardware)
@@ -333,7 +333,7 @@ def fit_training(model: ModelSpec | str, hardware: str | Hardware | GPU, method:
                  convention: str = "mixed-fp32-master", recompute: str = "none", attention: str = "sdpa",
                  lora_rank: int = 16, lora_targets: str = "all-linear", base_weights: str | None = None,
                  activation_style: str = "hf", reserve: int | str = DEFAULT_RESERVE) -> Fit:
-    """One training step per GPU (:func:`vramlib.training.training_memory`); several GPUs = plain data
+    """One training step per GPU (:func:`vramlib.memory.training.training_memory`); several GPUs = plain data
     parallelism, every GPU holding everything (``vramlib plan`` searches ZeRO/TP/PP)."""
     m, hw = get_model(model), parse_hardware(hardware)
     method = "full" if isinstance(method, str) and method.strip().lower() == "train" else method
@@ -467,7 +467,7 @@ def figure_html(fig, alt: str, width: int | None = None) -> str:
 
 
 def capacity_figure(ft: Fit):
-    """The bookshelf picture of a fit (``vramlib.bookshelf.draw_bookshelf``; chapter 14) when that module is
+    """The bookshelf picture of a fit (``vramlib.explain.bookshelf.draw_bookshelf``; chapter 14) when that module is
     installed, else a stacked bar against the GPU's memory. Returns ``(figure, alt_text, kind)`` with kind
     ``'bookshelf'`` or ``'stacked bar'``."""
     title = f"{ft.model.name}, {ft.setting} on {ft.hardware.label}" + (" (per GPU)" if ft.hardware.count > 1 else "")

@@ -9,9 +9,9 @@ A panel shows two views of one computation. In Jupyter and on Binder the ipywidg
 ``text/html`` view (what the static HTML book renders, see ``nb_mime_priority_overrides`` in
 ``_config.yml``) is a placeholder ``<div class="vramlib-calc" data-calc=... data-fixed=... data-controls=...>``
 holding the result for the initial values; on the book's pages ``vramlib-calc.js`` (generated from
-the sympy formulas by :mod:`vramlib.jsgen`) turns it into a live calculator with the same knobs. A
+the sympy formulas by :mod:`vramlib.web.jsgen`) turns it into a live calculator with the same knobs. A
 panel whose compute function is a named ``<calc>_compute`` given with ``fixed=`` arguments names
-its calculator (``vramlib/js/<calc>.js`` registers it; ``tests/browser`` checks it against the Python);
+its calculator (``vramlib/web/js/<calc>.js`` registers it; ``tests/browser`` checks it against the Python);
 anything else -- a lambda, a hand-built VBox given :func:`with_static_view` -- stays a static result
 with a hint to run the page live.
 """
@@ -221,7 +221,7 @@ def static_html(compute: Callable[..., Computed] | None, controls: Mapping[str, 
                 result_html: str) -> str:
     """The ``text/html`` view of a panel: the settings and the result for the initial values, in a placeholder
     that the static book's ``vramlib-calc.js`` turns into a live calculator named ``data-calc``."""
-    from ...web.jsgen import to_js_value
+    from ..jsdata import to_js_value
 
     specs = [control_spec(k, c) for k, c in controls.items()]
     calc = calculator_name(compute, fixed) if all(specs) else None

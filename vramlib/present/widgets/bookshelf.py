@@ -32,7 +32,7 @@ def bookshelf_compute(model, n_heads: int, n_kv_heads: int, weights: str, tokens
                       js_data: dict | None = None) -> list[tuple[str, Shelf]]:
     """One update: ``[(caption, Shelf), ...]`` for inference and/or full training of ``model`` on ``gpu``.
 
-    ``js_data``: :func:`bookshelf_js_data`, what the static book's calculator (``vramlib/js/bookshelf.js``) needs
+    ``js_data``: :func:`bookshelf_js_data`, what the static book's calculator (``vramlib/web/js/bookshelf.js``) needs
     from vramlib (the catalogue models, the furniture tables); ignored here.
 
     Inference: ``weights`` for the books, a KV cache in the same precision when it is a float format
@@ -86,10 +86,10 @@ def bookshelf_render(shelves: list[tuple[str, Shelf]] | Exception) -> str:
 
 @lru_cache(maxsize=1)
 def bookshelf_js_data() -> dict:
-    """What ``vramlib/js/bookshelf.js`` takes from vramlib, as JSON: every catalogue model (``jsgen.model_json``),
-    the furniture, print qualities, order and words of :mod:`vramlib.bookshelf`, and the tasks."""
+    """What ``vramlib/web/js/bookshelf.js`` takes from vramlib, as JSON: every catalogue model (``jsgen.model_json``),
+    the furniture, print qualities, order and words of :mod:`vramlib.explain.bookshelf`, and the tasks."""
     from ...explain import bookshelf as B
-    from ...web.jsgen import model_json
+    from ..jsdata import model_json
 
     return {
         "models": {n: model_json(get_model(n)) for n in model_names()},

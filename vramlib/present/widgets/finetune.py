@@ -1,13 +1,13 @@
 """Fine-tuning on several GPUs: per-rank bars of a ZeRO / TP / PP plan with the training knobs (chapters 3, 4).
 
-The panels of ``vramlib.widgets.parallel`` set the plan (TP, PP, DP, ZeRO, recompute, micro-batches, offload);
+The panels of ``vramlib.present.widgets.parallel`` set the plan (TP, PP, DP, ZeRO, recompute, micro-batches, offload);
 this one adds what a fine-tuning chapter needs on top: precision, method (full / LoRA / QLoRA), LoRA rank,
 optimizer (8-bit AdamW ...), attention kernel (eager when a card has no FlashAttention-2) -- and a "compare ZeRO
 stages" switch that draws one rank per ZeRO stage 0-3 side by side, the selected one marked.
 
 Compute functions: :func:`finetune_compute` follows the panel contract ``(Breakdown, capacity, verdict)`` (the
 fullest GPU; with ``compare_zero`` the verdict also lists the fullest rank of each ZeRO stage) and is the static
-book's in-browser calculator ``finetune`` (``vramlib/js/finetune.js``); :func:`finetune_bars` returns labelled
+book's in-browser calculator ``finetune`` (``vramlib/web/js/finetune.js``); :func:`finetune_bars` returns labelled
 per-rank Breakdowns, drawn by :func:`render_bars` in Jupyter. Bad inputs raise vramlib errors and show as one line
 in place.
 """
@@ -64,7 +64,7 @@ def _card_notes(gpu: str, precision: str, attention: str) -> str:
 def finetune_compute(model, gpu: str, compare_zero: bool = False, **values) -> Computed:
     """The fullest GPU of the plan, the card and a verdict (chapters 3, 4). ``compare_zero``: the verdict also
     gives the fullest rank for each ZeRO stage 0-3 (the selected one marked), what the panel's bars draw.
-    The static book's ``finetune`` calculator (``vramlib/js/finetune.js``) mirrors this function."""
+    The static book's ``finetune`` calculator (``vramlib/web/js/finetune.js``) mirrors this function."""
     card = get_gpu(gpu)
     pm = finetune_plan(model, gpu, **values)
     notes = _card_notes(gpu, values.get("precision", "bf16"), values.get("attention", "sdpa"))

@@ -4,7 +4,7 @@ Compute functions follow the panel contract, ``(Breakdown, capacity_or_None, ver
 and the ``*_stages_compute`` variants return a tuple of per-stage (per-rank) Breakdowns instead, which
 :func:`render_stages` draws as one bar per pipeline stage. Bad inputs raise vramlib errors, shown in place.
 :func:`plan_panel` and :func:`balance_panel` name their calculators (``plan_stages``, ``balance_stages``): the static
-book runs them in the browser (``vramlib/js/parallel.js``, the balancer's dynamic programme included).
+book runs them in the browser (``vramlib/web/js/parallel.js``, the balancer's dynamic programme included).
 """
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ def stages_panel(compute: Callable[..., StagesComputed], controls: Mapping[str, 
     """An ipywidgets VBox whose output shows one bar per pipeline stage: ``compute(**fixed, **values)``.
 
     Give ``compute`` as the named function (``plan_stages_compute``) and its non-control arguments as ``fixed``
-    (``{"model": m}``): the static book then runs the calculator of the same name (``vramlib/js/parallel.js``)."""
+    (``{"model": m}``): the static book then runs the calculator of the same name (``vramlib/web/js/parallel.js``)."""
     import ipywidgets as w
 
     fixed = dict(fixed or {})

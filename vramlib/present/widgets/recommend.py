@@ -3,7 +3,7 @@ micro-batch, headroom and the largest GPU count -> the cheapest configurations t
 
 :func:`recommend_compute` follows the panel contract ``(Breakdown, capacity, verdict)``: the per-GPU Breakdown of
 the cheapest configuration that fits, its card's memory, and a verdict naming the next ones; the panel also shows
-the table of ``vramlib.recommend.recommendation_table``. When nothing in the catalogue fits, the Breakdown is
+the table of ``vramlib.solve.recommend.recommendation_table``. When nothing in the catalogue fits, the Breakdown is
 the job on the largest count tried and the verdict says so. Bad inputs show one line in place.
 """
 from __future__ import annotations
@@ -120,7 +120,7 @@ def recommend_controls(model, precision: str = "bf16", method: str = "qlora", lo
 def recommend_panel(model, reserve: int | str = DEFAULT_RESERVE, top: int = 8, **defaults):
     """The recommender panel (chapter 9). In the static book it is the ``recommend`` calculator
     (:func:`recommend_compute`: the cheapest configuration's bar and table, the verdict naming the next ones),
-    computed in the browser by ``vramlib/js/recommend.js``."""
+    computed in the browser by ``vramlib/web/js/recommend.js``."""
     m = get_model(model)
     return panel(recommend_compute, recommend_controls(m, **defaults), fixed={"model": m, "reserve": reserve},
                  view=lambda values: recommend_view(top=top, **values))

@@ -1,9 +1,9 @@
 """Training panels: heads, KV heads, precision, method (full / LoRA / QLoRA), LoRA rank, optimizer, convention,
 recompute, attention kernel, activation accounting, sequence, micro-batch, GPU (chapters 2, 3, 4, 9, 10, 15).
 
-The verdict names the longest sequence that fits the card (:func:`vramlib.training_feasibility.max_seq_for_training`).
+The verdict names the longest sequence that fits the card (:func:`vramlib.solve.training_feasibility.max_seq_for_training`).
 The panel passes ``training_compute`` with ``fixed={"model", "reserve"}``, so a static-page calculator named
-``training`` can take it over (see :mod:`vramlib.widgets`).
+``training`` can take it over (see :mod:`vramlib.present.widgets`).
 """
 from __future__ import annotations
 

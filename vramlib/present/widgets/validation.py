@@ -8,7 +8,7 @@ from ...explain.validation import load_published, published_compute, published_p
 
 def published_panel(entry: str | None = None):
     """ipywidgets panel: pick a published figure, see vramlib's breakdown against it (chapter 16). The static book
-    shows the same choice live (``vramlib/js/validation.js``) from :func:`published_predictions`."""
+    shows the same choice live (``vramlib/web/js/validation.js``) from :func:`published_predictions`."""
     import ipywidgets as w
 
     from .base import panel

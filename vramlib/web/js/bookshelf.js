@@ -1,5 +1,5 @@
-/* vramlib/js/bookshelf.js -- the bookshelf calculator (chapter 14): mirrors vramlib.widgets.bookshelf
- * (bookshelf_compute, bookshelf_render) and vramlib.bookshelf (print_quality, shelf_layout, fmt_gb, verdict,
+/* vramlib/web/js/bookshelf.js -- the bookshelf calculator (chapter 14): mirrors vramlib.present.widgets.bookshelf
+ * (bookshelf_compute, bookshelf_render) and vramlib.explain.bookshelf (print_quality, shelf_layout, fmt_gb, verdict,
  * legend_rows, shelf_alt_text, item_labels, bookshelf_svg). The sizes come from the inference and training
  * calculators (inference.js, training.js: generated formulas); the furniture tables and the catalogue models come
  * from vramlib itself, in the panel's data-fixed (widgets.bookshelf.bookshelf_js_data). */

@@ -1,7 +1,7 @@
-/* vramlib/js/core.js -- the calculators' shared part: errors, units, models, Breakdown, rendering, the UI.
- * Mirrors vramlib.errors, vramlib.units, vramlib.models.ModelSpec (with_heads, param_groups), vramlib.breakdown,
- * vramlib.viz.breakdown_svg and vramlib.widgets.render/panel. Formulas are never written here: they are the
- * generated VL.<module>.<NAME> functions (vramlib/jsgen.py). */
+/* vramlib/web/js/core.js -- the calculators' shared part: errors, units, models, Breakdown, rendering, the UI.
+ * Mirrors vramlib.core.errors, vramlib.core.units, vramlib.catalog.models.ModelSpec (with_heads, param_groups), vramlib.memory.breakdown,
+ * vramlib.present.viz.breakdown_svg and vramlib.present.widgets.render/panel. Formulas are never written here: they are the
+ * generated VL.<module>.<NAME> functions (vramlib/web/jsgen.py). */
 var VL = { calcs: {} };
 window.VL = VL;
 
@@ -41,7 +41,7 @@ VL.floor = function (x) {
 };
 VL.sum = function (xs) { var s = 0; for (var i = 0; i < xs.length; i++) { s += xs[i]; } return s; };
 
-/* ---- errors (vramlib.errors) ---- */
+/* ---- errors (vramlib.core.errors) ---- */
 function VramlibError(message) {
   this.name = "VramlibError";
   this.message = String(message).split(/\s+/).filter(Boolean).join(" ");
@@ -101,11 +101,10 @@ VL.checkChoice = function (field, value, allowed) {
   throw VL.unknown(field, value, allowed);
 };
 
-/* ---- units (vramlib.units) ---- */
-VL.GB = 1e9;
-VL.GiB = 1073741824;
-VL.gb = function (n) { return n / VL.GB; };
-VL.gib = function (n) { return n / VL.GiB; };
+/* ---- units (vramlib.core.units) ---- */
+/* the unit sizes are exported from vramlib.core.units (VL.data.units, set after this file: read when a calculator runs) */
+VL.gb = function (n) { return n / VL.data.units.GB; };
+VL.gib = function (n) { return n / VL.data.units.GiB; };
 VL.toFixed = function (x, digits) { /* Python f"{x:.{digits}f}": an exact binary tie rounds to even, as Python does */
   var a = Math.abs(x), scaled = a * Math.pow(10, digits), s;
   if (isFinite(scaled) && scaled - Math.floor(scaled) === 0.5) {
@@ -127,8 +126,6 @@ VL.fmtBytes = function (n, digits) {
   digits = digits === undefined ? 1 : digits;
   return VL.fixed(VL.gb(n), digits) + " GB (" + VL.fixed(VL.gib(n), digits) + " GiB)";
 };
-var UNITS = { b: 1, kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12, kib: 1024, mib: 1048576, gib: 1073741824,
-  tib: 1099511627776 };
 VL.parseMemory = function (value, field) {
   field = field || "memory";
   if (typeof value === "boolean") {
@@ -143,6 +140,7 @@ VL.parseMemory = function (value, field) {
   }
   if (typeof value === "string") {
     var m = /^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*$/.exec(value);
+    var UNITS = VL.data.units.UNITS;  /* units._UNITS */
     if (m && m[2] && Object.prototype.hasOwnProperty.call(UNITS, m[2].toLowerCase())) {
       return Math.trunc(parseFloat(m[1]) * UNITS[m[2].toLowerCase()] + 1e-6);
     }
@@ -157,7 +155,7 @@ VL.parseMemory = function (value, field) {
   throw VL.invalid(field, value, "give bytes as an int or a string such as '24GiB' or '80 GB'");
 };
 
-/* ---- catalogues (vramlib.hardware, vramlib.precision) ---- */
+/* ---- catalogues (vramlib.catalog.hardware, vramlib.catalog.precision) ---- */
 VL.getGpu = function (name) {
   var key = String(name).trim().toLowerCase();
   if (Object.prototype.hasOwnProperty.call(VL.data.gpus, key)) { return VL.data.gpus[key]; }
@@ -187,7 +185,7 @@ VL.tensorBits = function (p, kind, m) {
   return t[g];
 };
 
-/* ---- models (vramlib.models.ModelSpec) ---- */
+/* ---- models (vramlib.catalog.models.ModelSpec) ---- */
 VL.model = function (j) {
   if (j && j.spec) { return j; }
   var spec = Object.assign({}, j["$model"]);
@@ -242,7 +240,7 @@ VL.groupsDict = function (pairs) {
   return d;
 };
 
-/* ---- Breakdown (vramlib.breakdown) ---- */
+/* ---- Breakdown (vramlib.memory.breakdown) ---- */
 VL.Breakdown = function (parts, title) {
   parts.forEach(function (p) {
     if (typeof p[1] !== "number" || !Number.isInteger(p[1]) || p[1] < 0) {
@@ -258,21 +256,17 @@ VL.Breakdown.prototype.get = function (name) {
   throw new Error("no component " + name);
 };
 
-/* ---- rendering (vramlib.widgets.render, vramlib.viz.breakdown_svg, Breakdown._repr_html_) ---- */
+/* ---- rendering (vramlib.present.widgets.render, vramlib.present.viz.breakdown_svg, Breakdown._repr_html_) ---- */
 VL.escape = function (s) {
   return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
     .replace(/"/g, "&quot;").replace(/'/g, "&#x27;");
 };
-var PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999", "#000000"];
-var FIXED_COLOURS = [["weights", 0], ["base weights", 0], ["kv cache", 1], ["activations", 2], ["prefill workspace", 2],
-  ["gradients", 3], ["optimizer states", 5], ["master weights", 4], ["quantization constants", 6],
-  ["unquantized tensors", 7], ["reserve", 8], ["lora adapters", 4]];
-VL.componentColour = function (name) {
-  var key = name.split(" (")[0].toLowerCase();
-  for (var i = 0; i < FIXED_COLOURS.length; i++) {
-    if (key.indexOf(FIXED_COLOURS[i][0]) === 0) { return PALETTE[FIXED_COLOURS[i][1]]; }
+VL.componentColour = function (name) { /* viz.component_colour: PALETTE and COMPONENT_COLOURS exported from viz */
+  var V = VL.data.viz, key = name.split(" (")[0].toLowerCase(), fixed = V.COMPONENT_COLOURS;
+  for (var i = 0; i < fixed.length; i++) {
+    if (key.indexOf(fixed[i][0]) === 0) { return V.PALETTE[fixed[i][1]]; }
   }
-  return PALETTE[key.length % PALETTE.length];
+  return V.PALETTE[key.length % V.PALETTE.length];
 };
 VL.breakdownSvg = function (bd, capacity) {
   var width = 560, height = 44, total = bd.total, scaleMax = Math.max(total, capacity || 0) || 1;

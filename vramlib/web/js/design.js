@@ -1,7 +1,7 @@
-/* vramlib/js/design.js -- the design calculator (chapter 13): mirrors vramlib.widgets.design (design_spec,
- * design_compute), vramlib.design (exact, equal_params_shape, evaluate_design, _max_context), vramlib.feasibility
+/* vramlib/web/js/design.js -- the design calculator (chapter 13): mirrors vramlib.present.widgets.design (design_spec,
+ * design_compute), vramlib.explain.design (exact, equal_params_shape, evaluate_design, _max_context), vramlib.solve.feasibility
  * (min_gpus, max_batch) and, for shapes no table was exported for, ModelSpec (validation, symbols) and
- * vramlib.precision's GGUF type rules. Every size and count comes from a generated VL.<module> function. */
+ * vramlib.catalog.precision's GGUF type rules. Every size and count comes from a generated VL.<module> function. */
 (function () {
   var F = VL.formulas, D = VL.data, C = VL.data.constants;
   if (!VL.design || !VL.design.LAYERS_AT_EQUAL_PARAMS) { return; }
@@ -122,7 +122,7 @@
     var cap = VL.budget(gpu);
     context = VL.checkPositiveInt("context", context);
     var nGpus = VL.checkPositiveInt("n_gpus", o.n_gpus), res = VL.parseMemory(C.DEFAULT_RESERVE, "reserve");
-    var chunk = 2048, trainSeq = o.train_seq;
+    var chunk = VL.data.defaults["design.evaluate_design"].prefill_chunk, trainSeq = o.train_seq;
     var inf = VL.inferenceMemory(m, o.weights, o.kv_dtype, context, 1, "sdpa", res, null, chunk);
     var train = VL.trainingMemory(m, { method: "full", seq: trainSeq, micro_batch: 1, precision: "bf16",
       optimizer: "adamw", convention: "mixed-fp32-master", recompute: "none", reserve: res });
@@ -142,7 +142,8 @@
   /* widgets.design.design_compute */
   VL.register("design", function (a) {
     var m = VL.designSpec(VL.model(a.base), a);
-    var trainSeq = a.train_seq === undefined ? 4096 : a.train_seq, nGpus = a.n_gpus === undefined ? 8 : a.n_gpus;
+    var df = VL.data.defaults["widgets.design.design_compute"];
+    var trainSeq = a.train_seq === undefined ? df.train_seq : a.train_seq, nGpus = a.n_gpus === undefined ? df.n_gpus : a.n_gpus;
     var d = VL.evaluateDesign(m, a.gpu, a.context, { weights: a.weights, kv_dtype: a.weights !== "fp16" ? "bf16" : "fp16",
       train_seq: trainSeq, n_gpus: nGpus });
     var s = m.spec, nParams = VL.int(F.N_PARAMS(m.sym)), nActive = VL.int(F.N_PARAMS(m.symActive));
@@ -159,36 +160,14 @@
 })();
 
 /* precision.tensor_bits for GGUF mixes on a shape without an exported table (a designed shape): llama.cpp's
- * per-layer type rules (precision._gguf_layer_type, _use_more_bits), block bits exported from precision.GGML_BITS */
+ * per-layer type rules are the generated VL.precision.GGUF_LAYER_BITS expressions, averaged over the layers */
 (function () {
-  var G = VL.data.ggml_bits;
-  function useMoreBits(i, n) {
-    var e = Math.floor(n / 8);
-    return i < e || i >= Math.floor(7 * n / 8) || (i - e) % 3 === 2;
-  }
-  function layerType(mix, kind, i, n, gqa, nExperts) {
-    var base = mix.slice(-2) === "_m" ? mix.slice(0, -2) : mix;
-    if (nExperts >= 8 && kind === "attn_v" && mix !== "q8_0") { return "q8_0"; }
-    if (nExperts >= 8 && kind === "mlp_down" && (mix === "q4_k_m" || mix === "q5_k_m")) { return base; }
-    if ((mix === "q4_k_m" || mix === "q5_k_m") && (kind === "attn_v" || kind === "mlp_down")) {
-      return useMoreBits(i, n) ? "q6_k" : base;
-    }
-    if (mix === "q3_k_m") {
-      if (kind === "attn_v") { return i < 2 ? "q5_k" : "q4_k"; }
-      if (kind === "attn_o") { return "q4_k"; }
-      if (kind === "mlp_down") { return i < Math.floor(n / 16) ? "q5_k" : (useMoreBits(i, n) ? "q4_k" : "q3_k"); }
-    }
-    if (mix === "q2_k") {
-      if (kind === "attn_v") { return gqa >= 4 ? "q4_k" : "q3_k"; }
-      if (kind === "mlp_down") { return "q3_k"; }
-    }
-    return base;
-  }
+  var G = VL.data.ggml_bits, RULES = VL.precision.GGUF_LAYER_BITS;
   VL.ggufTensorBits = function (p, kind, m) {
     if (kind === "lm_head") { return p.gguf === "q8_0" ? G.q8_0 : G.q6_k; }
     if (kind === "embed" || kind === "pos_embed") { return p.bits; }
-    var n = m.spec.n_layers, gqa = VL.gqa(m), s = 0;
-    for (var i = 0; i < n; i++) { s += G[layerType(p.gguf, kind, i, n, gqa, m.spec.n_experts)]; }
+    var n = m.spec.n_layers, rule = RULES[p.gguf + "|" + kind], vals = { n_l: n, gqa: VL.gqa(m), n_x: m.spec.n_experts }, s = 0;
+    for (var i = 0; i < n; i++) { s += rule(Object.assign({ i_l: i }, vals)); }
     return s / n;
   };
 })();

@@ -1,6 +1,6 @@
-/* vramlib/js/inference.js -- the inference calculator (chapters 1, 5, 7): mirrors vramlib.inference
- * (weights_detail, kv_cache_bytes, prefill_workspace_bytes, inference_memory), vramlib.feasibility (largest_fitting,
- * max_tokens) and vramlib.widgets.inference.inference_compute. Every size comes from a generated VL.formulas function. */
+/* vramlib/web/js/inference.js -- the inference calculator (chapters 1, 5, 7): mirrors vramlib.memory.inference
+ * (weights_detail, kv_cache_bytes, prefill_workspace_bytes, inference_memory), vramlib.solve.feasibility (largest_fitting,
+ * max_tokens) and vramlib.present.widgets.inference.inference_compute. Every size comes from a generated VL.formulas function. */
 (function () {
   var F = VL.formulas, C = VL.data.constants;
 
@@ -48,7 +48,7 @@
   VL.inferenceMemory = function (m, weights, kvDtype, tokens, batch, attention, reserve, activationDtype, prefillChunk) {
     weights = weights === undefined ? "fp16" : weights;
     kvDtype = kvDtype === undefined ? "fp16" : kvDtype;
-    tokens = tokens === undefined ? 4096 : tokens;
+    tokens = tokens === undefined ? VL.data.defaults["inference.inference_memory"].tokens : tokens;
     batch = batch === undefined ? 1 : batch;
     attention = attention === undefined ? "sdpa" : attention;
     reserve = reserve === undefined ? C.DEFAULT_RESERVE : reserve;

@@ -1,10 +1,13 @@
-/* vramlib/js/parallel.js -- the pipeline calculators (chapters 11, 12) and pieces of vramlib.parallel others need.
- * Mirrors vramlib.parallel (largest_module_params, ParallelPlan, check_layout, stage_params, in_flight,
- * plan_memory for method "full"), vramlib.planning (balance_verdict, balance_pipeline: the exact dynamic programme
- * over stage boundaries) and vramlib.widgets.parallel (plan_stages_compute, balance_stages_compute).
+/* vramlib/web/js/parallel.js -- the pipeline calculators (chapters 11, 12) and pieces of vramlib.plans.parallel others need.
+ * Mirrors vramlib.plans.parallel (largest_module_params, ParallelPlan, check_layout, stage_params, in_flight,
+ * plan_memory: the one plan model of the browser, fine-tuning and the recommender included), vramlib.solve.planning (balance_verdict, balance_pipeline: the exact dynamic programme
+ * over stage boundaries) and vramlib.present.widgets.parallel (plan_stages_compute, balance_stages_compute).
  * Every count comes from a generated VL.parallel / VL.formulas / VL.activations function. */
 (function () {
-  var P = VL.parallel, F = VL.formulas, A = VL.activations, D = VL.data, C = VL.data.constants;
+  var P = VL.parallel, F = VL.formulas, A = VL.activations, D = VL.data, C = VL.data.constants, DP = VL.data.parallel;
+  var DF = VL.data.defaults;
+  /* parallel.ZERO_STAGE_FLAGS: stage k shards optimizer states (z_os), gradients (z_g), weights (z_p) */
+  var FLAGS = DP.ZERO_STAGE_FLAGS;
 
   /* parallel.largest_module_params */
   VL.largestModuleParams = function (m, tp, ep, stage) {
@@ -65,28 +68,19 @@
   Q.cmp = function (a, b) { var x = a.n * b.d - b.n * a.d; return x > 0n ? 1 : (x < 0n ? -1 : 0); };
 
   /* ---- the plan (parallel.ParallelPlan) ---- */
-  var SCHEDULES = ["1f1b", "gpipe"], OFFLOAD = ["none", "cpu", "nvme"];
-  /* parallel.ZERO_STAGE_FLAGS: stage k shards optimizer states (k >= 1), gradients (k >= 2), weights (k = 3) */
-  var ZERO_FLAGS = { 0: { z_os: 0, z_g: 0, z_p: 0 }, 1: { z_os: 1, z_g: 0, z_p: 0 }, 2: { z_os: 1, z_g: 1, z_p: 0 },
-    3: { z_os: 1, z_g: 1, z_p: 1 } };
-  /* parallel.DEEPSPEED_REDUCE_BUCKET / DEEPSPEED_PREFETCH_BUCKET (DeepSpeed's defaults, elements) */
-  var DS_REDUCE = 500000000, DS_PREFETCH = 50000000;
-
   VL.parallelPlan = function (o) {
-    var plan = Object.assign({ tp: 1, pp: 1, dp: 1, zero: 0, ep: 1, sequence_parallel: false, recompute: "none",
-      micro_batch: 1, n_micro: 1, virtual_stages: 1, schedule: "1f1b", offload_optimizer: "none",
-      offload_params: "none" }, o);
+    var plan = Object.assign({}, DF["parallel.ParallelPlan"], o);
     ["tp", "pp", "dp", "ep", "micro_batch", "n_micro", "virtual_stages"].forEach(function (k) {
       plan[k] = VL.checkPositiveInt(k, plan[k]);
     });
-    if ([0, 1, 2, 3].indexOf(plan.zero) < 0) { throw VL.invalid("zero", plan.zero, "ZeRO stage must be 0, 1, 2 or 3"); }
+    if (DP.ZERO_STAGES.indexOf(plan.zero) < 0) { throw VL.invalid("zero", plan.zero, "ZeRO stage must be 0, 1, 2 or 3"); }
     if (typeof plan.sequence_parallel !== "boolean") {
       throw VL.invalid("sequence_parallel", plan.sequence_parallel, "must be True or False");
     }
     plan.recompute = VL.checkChoice("recompute", plan.recompute, C.RECOMPUTE);
-    plan.schedule = VL.checkChoice("schedule", plan.schedule, SCHEDULES);
-    plan.offload_optimizer = VL.checkChoice("offload_optimizer", plan.offload_optimizer, OFFLOAD);
-    plan.offload_params = VL.checkChoice("offload_params", plan.offload_params, OFFLOAD);
+    plan.schedule = VL.checkChoice("schedule", plan.schedule, DP.SCHEDULES);
+    plan.offload_optimizer = VL.checkChoice("offload_optimizer", plan.offload_optimizer, DP.OFFLOAD);
+    plan.offload_params = VL.checkChoice("offload_params", plan.offload_params, DP.OFFLOAD);
     if (plan.dp % plan.ep) {
       throw VL.invalid("ep", plan.ep, "expert parallel ranks come from the data-parallel group: must divide dp=" + plan.dp);
     }
@@ -96,7 +90,7 @@
     if (plan.offload_optimizer !== "none" && plan.zero === 0) {
       throw VL.invalid("offload_optimizer", plan.offload_optimizer, "optimizer offload needs ZeRO stage 1, 2 or 3");
     }
-    if (plan.offload_params !== "none" && plan.zero !== 3) {
+    if (plan.offload_params !== "none" && !FLAGS[plan.zero].z_p) {
       throw VL.invalid("offload_params", plan.offload_params, "parameter offload needs ZeRO stage 3");
     }
     if (plan.virtual_stages > 1) {
@@ -187,21 +181,19 @@
     });
   };
 
-  function convBytes(convention, precision, zero) { /* parallel._conv_bytes */
-    var conv = D.conventions[VL.checkChoice("convention", convention, Object.keys(D.conventions))];
+  function convBytes(convention, precision, zero) { /* parallel._conv_bytes, exported as a table */
+    var conv = VL.checkChoice("convention", convention, Object.keys(DP.CONV_BYTES));
     var prec = VL.getPrecision(precision, "precision");
-    if (["bf16", "fp16", "fp32"].indexOf(prec.name) < 0) {
-      throw VL.invalid("precision", precision, "training computes in bf16, fp16 or fp32");
+    if (!Object.prototype.hasOwnProperty.call(DP.CONV_BYTES[conv], prec.name)) {
+      throw VL.invalid("precision", precision, "training computes in " + Object.keys(DP.CONV_BYTES[conv]).join(", ").replace(/, ([^,]*)$/, " or $1"));
     }
-    if (prec.name === "fp32") { return { b_w: 4, b_g: 4, b_gh: 0, b_m: 0, gather: conv.gather_buffer_per_param ? 8 : 0 }; }
-    return { b_w: conv.weight, b_g: conv.grad, b_gh: (conv.name === "deepspeed" && zero === 2) ? 2 : 0, b_m: conv.master,
-      gather: conv.gather_buffer_per_param };
+    return DP.CONV_BYTES[conv][prec.name][zero];
   }
 
   /* ZERO_STATES[zero] evaluated exactly: [[name, Fraction]]. Each part is Psi (b_x + b_o) / N_d^z: read at Psi = 1
    * with b_o = 0 and with b_o = 1 (the b_x and the sharding exact over N_d), then scaled by Psi. */
   function zeroPartsQ(psi, dp, zero, cb, bO) {
-    var base = Object.assign({ Psi: 1, N_d: dp, b_w: cb.b_w, b_g: cb.b_g, b_gh: cb.b_gh, b_m: cb.b_m, b_o: 0 }, ZERO_FLAGS[zero]);
+    var base = Object.assign({ Psi: 1, N_d: dp, b_w: cb.b_w, b_g: cb.b_g, b_gh: cb.b_gh, b_m: cb.b_m, b_o: 0 }, FLAGS[zero]);
     var unit = Object.assign({}, base, { b_w: 0, b_g: 0, b_gh: 0, b_m: 0, b_o: 1 });
     return Object.keys(P.ZERO_PARTS).map(function (name) {
       var f = P.ZERO_PARTS[name], c = Q.add(Q.of(f(base), dp), Q.mul(Q.of(f(unit), dp), bO));
@@ -239,18 +231,21 @@
     });
   }
 
-  function buckets(zero, tp, pp, gradBytes) { /* parallel._buckets for rule "auto", overlap_comm False */
-    var rule = zero === 0 ? (tp === 1 && pp === 1 ? "ddp" : "none") : "deepspeed";
+  function buckets(rule, zero, tp, pp, gradBytes, overlap) { /* parallel._buckets: sizes from BUCKET_BYTES */
+    rule = VL.checkChoice("buckets", rule, DP.BUCKETS);
+    if (rule === "auto") { rule = zero === 0 ? (tp === 1 && pp === 1 ? "ddp" : "none") : "deepspeed"; }
     if (rule === "none") { return [rule, 0]; }
     if (rule === "ddp") { return [rule, Q.ceil(gradBytes)]; }
-    return [rule, zero === 3 ? 2 * (DS_REDUCE + DS_PREFETCH) : 2 * DS_REDUCE];
+    var key = rule === "hf-rule" || !FLAGS[zero].z_p ? rule : "deepspeed-zero3";
+    return [rule, VL.int(P.BUCKET_BYTES[key]({ z_ov: overlap ? 1 : 0 }))];
   }
 
-  /* parallel.plan_memory (method "full", optimizer adamw, buckets auto, the convention's gather buffer) */
+  /* parallel.plan_memory (the convention's gather buffer): full, LoRA and QLoRA; optimizer offload to host or NVMe;
+   * the communication buckets; host memory. Exact (Fractions), rounded up once per component as vramlib. */
   VL.planMemory = function (m, plan, seq, o) {
-    o = Object.assign({ method: "full", precision: "bf16", optimizer: "adamw", convention: "mixed-fp32-master",
-      activation_style: "auto", attention: "sdpa", reserve: C.DEFAULT_RESERVE, stage_layers: null }, o || {});
+    o = Object.assign({}, DF["parallel.plan_memory"], o || {});
     seq = VL.checkPositiveInt("seq", seq);
+    if (typeof o.overlap_comm !== "boolean") { throw VL.invalid("overlap_comm", o.overlap_comm, "must be True or False"); }
     var method = VL.checkChoice("method", o.method, C.METHODS);
     VL.checkLayout(m, plan);
     var style = activationStyle(m, plan, o.activation_style);
@@ -258,14 +253,23 @@
     if (method !== "full" && (plan.tp > 1 || plan.pp > 1)) {
       throw VL.invalid("method", method, "LoRA/QLoRA plans are modelled with tp=1 and pp=1 (data parallel + ZeRO)");
     }
-    if (method !== "full") { throw new Error("the browser's plan_memory models full training only"); }
     var layers = stageLayers(m, plan.pp, o.stage_layers);
+    if (o.base_weights !== null && o.base_weights !== undefined) { VL.getPrecision(o.base_weights, "base_weights"); }
     var cb = convBytes(o.convention, o.precision, plan.zero);
     var prec = VL.getPrecision(o.precision, "precision").name;
     var acts = stageActivations(m, plan, seq, layers, style, prec, o.attention);
     var res = VL.parseMemory(o.reserve, "reserve");
-    var perStage = VL.stageParamsQ(m, plan.tp, plan.pp, plan.ep, layers), k = scaleQ(m);
-    var bO = Q(VL.optimizerStateBytes(m, o.optimizer), VL.weightParams(m));
+    var perStage, bO, base, baseParts, k = scaleQ(m);
+    if (method === "full") {
+      perStage = VL.stageParamsQ(m, plan.tp, plan.pp, plan.ep, layers);
+      bO = Q(VL.optimizerStateBytes(m, o.optimizer), VL.weightParams(m));
+    } else {
+      base = o.base_weights || (method === "qlora" ? "nf4-dq" : prec);
+      baseParts = VL.weightsDetail(m, base);
+      var nT = VL.loraParams(m, o.lora_rank, o.lora_targets);
+      perStage = [[Q(nT), Q(0)]];
+      bO = Q(VL.optimizerStateBytes(m, o.optimizer, null, o.lora_rank, o.lora_targets), nT);
+    }
     var gpuStages = [], hostStages = [], nvmeStages = [];
     perStage.forEach(function (st, i) {
       var parts = zeroPartsQ(st[0], plan.dp, plan.zero, cb, bO);
@@ -275,6 +279,12 @@
         });
       }
       var gpu = [], host = [], nvme = Q(0);
+      if (method !== "full") {
+        baseParts.forEach(function (bp) {
+          gpu.push([bp[0] !== "weights" ? bp[0] : "base weights (" + base + ")", FLAGS[plan.zero].z_p ? Q(bp[1], plan.dp) : Q(bp[1])]);
+        });
+        parts = parts.map(function (p) { return [p[0] === "weights" ? "LoRA adapters" : p[0], p[1]]; });
+      }
       parts.forEach(function (p) {
         var name = p[0], val = p[1];
         if (val.n === 0n) { return; }
@@ -286,7 +296,7 @@
         } else if (isGrad && plan.offload_optimizer !== "none" && plan.zero >= 2) { where = "cpu"; }
         if (where === "gpu") { gpu.push([name, val]); } else if (where === "cpu") { host.push([name, val]); } else { nvme = Q.add(nvme, val); }
       });
-      if (plan.zero === 3 && cb.gather) {
+      if (FLAGS[plan.zero].z_p && cb.gather && method === "full") {
         var pos = plan.pp === 1 ? "single" : (i === 0 ? "first" : (i === plan.pp - 1 ? "last" : "middle"));
         var big = Q.of(VL.largestModuleParams(m, plan.tp, plan.ep, pos), plan.tp * plan.ep);
         gpu.push(["ZeRO-3 gather buffer", Q.mul(Q.mul(Q(cb.gather), big), k)]);
@@ -294,7 +304,8 @@
       var gradOf = function (list) {
         return Q.sum(list.filter(function (p) { return p[0].indexOf("gradients") >= 0; }).map(function (p) { return p[1]; }));
       };
-      var gg = gradOf(gpu), b = buckets(plan.zero, plan.tp, plan.pp, gg.n !== 0n ? gg : gradOf(parts));
+      var gg = gradOf(gpu);
+      var b = buckets(o.buckets, plan.zero, plan.tp, plan.pp, gg.n !== 0n ? gg : gradOf(parts), o.overlap_comm);
       if (b[1]) { gpu.push(["communication buckets (" + b[0] + ")", Q(b[1])]); }
       gpu.push(["activations", Q(acts.length > 1 ? acts[i] : acts[0])]);
       gpu.push(["reserve (CUDA context, framework)", Q(res)]);
@@ -307,23 +318,27 @@
     var totals = gpuStages.map(function (bd) { return bd.total; });
     var peakStage = totals.indexOf(Math.max.apply(null, totals));
     return { plan: plan, stage_layers: layers, stages: gpuStages, host: hostStages, nvme: nvmeStages,
-      peak_stage: peakStage, peak: gpuStages[peakStage], total: totals[peakStage] };
+      peak_stage: peakStage, peak: gpuStages[peakStage], total: totals[peakStage], spread: spreadOf(totals).value };
   };
 
-  /* planning.spread and planning.balance_verdict (exact comparisons: the thresholds are 9/10, 1/10, 1/5) */
+  /* planning.spread and planning.balance_verdict (exact comparisons with the exported thresholds, as Fractions) */
   function spreadOf(totals) {
     var hi = Math.max.apply(null, totals), lo = Math.min.apply(null, totals);
     return { hi: hi, lo: lo, value: hi ? (hi - lo) / hi : 0 };
   }
   VL.balanceVerdict = function (totals, capacity) {
+    var B = D.planning.BALANCE, pct = function (f) { return VL.toFixed(100 * f[0] / f[1], 0) + "%"; };
     var s = spreadOf(totals), hi = s.hi, parts = [], under = true;
     if (capacity !== null && capacity !== undefined) {
-      under = 10 * hi <= 9 * capacity;
-      parts.push("peak " + VL.toFixed(100 * (hi / capacity), 0) + "% of the card (" + (under ? "under" : "over") + " 90%)");
+      under = B.peak_share[1] * hi <= B.peak_share[0] * capacity;
+      parts.push("peak " + VL.toFixed(100 * (hi / capacity), 0) + "% of the card (" + (under ? "under" : "over") + " " +
+        pct(B.peak_share) + ")");
     }
     var d = hi - s.lo;
-    var word = 10 * d <= hi ? "balanced" : (5 * d <= hi ? "acceptable" : "unbalanced");
-    parts.push("spread " + VL.toFixed(100 * s.value, 1) + "%: " + word + " (source: under 10%-20%)");
+    var word = B.good_spread[1] * d <= B.good_spread[0] * hi ? "balanced" :
+      (B.ok_spread[1] * d <= B.ok_spread[0] * hi ? "acceptable" : "unbalanced");
+    parts.push("spread " + VL.toFixed(100 * s.value, 1) + "%: " + word + " (source: under " + pct(B.good_spread) + "-" +
+      pct(B.ok_spread) + ")");
     var ok = word !== "unbalanced" && under;
     return (ok ? "meets" : "fails") + " the source's criterion: " + parts.join("; ");
   };
@@ -356,7 +371,7 @@
     };
     if (pp === 1) { return out(even); }
     var cb = convBytes(common.convention, common.precision, plan.zero);
-    var bO = Q(VL.optimizerStateBytes(m, common.optimizer || "adamw"), VL.weightParams(m));
+    var bO = Q(VL.optimizerStateBytes(m, common.optimizer || DF["parallel.plan_memory"].optimizer), VL.weightParams(m));
     var lc = layerCosts(m, plan, seq, cb, bO), act = lc.act, n = m.spec.n_layers, S = [0], i, a, b;
     for (i = 0; i < n; i++) { S.push(S[i] + lc.states[i]); }
     var flights = [], fixed = [];
@@ -424,45 +439,46 @@
     return m;
   }
   function dflt(x, d) { return x === undefined || x === null ? d : x; }
-  function panelPlan(a, offload) {
-    var tp = dflt(a.tp, 1);
-    return VL.parallelPlan({ tp: tp, pp: dflt(a.pp, 1), dp: dflt(a.dp, 1), zero: Number(dflt(a.zero, 0)),
-      recompute: dflt(a.recompute, "none"), micro_batch: dflt(a.micro_batch, 1), n_micro: dflt(a.n_micro, 1),
-      sequence_parallel: !!a.sequence_parallel && tp > 1,
-      offload_optimizer: offload ? dflt(a.offload_optimizer, "none") : "none",
-      offload_params: offload ? dflt(a.offload_params, "none") : "none",
-      virtual_stages: dflt(a.virtual_stages, 1), schedule: dflt(a.schedule, "1f1b") });
+  function panelPlan(a, offload, df) { /* df: the panel function's defaults */
+    var tp = dflt(a.tp, df.tp);
+    return VL.parallelPlan({ tp: tp, pp: dflt(a.pp, df.pp), dp: dflt(a.dp, df.dp), zero: Number(dflt(a.zero, df.zero)),
+      recompute: dflt(a.recompute, df.recompute), micro_batch: dflt(a.micro_batch, df.micro_batch),
+      n_micro: dflt(a.n_micro, df.n_micro), sequence_parallel: !!a.sequence_parallel && tp > 1,
+      offload_optimizer: offload ? dflt(a.offload_optimizer, df.offload_optimizer) : "none",
+      offload_params: offload ? dflt(a.offload_params, df.offload_params) : "none",
+      virtual_stages: dflt(a.virtual_stages, df.virtual_stages), schedule: dflt(a.schedule, df.schedule) });
   }
 
   /* widgets.parallel._verdict */
-  function planVerdict(pm, cap) {
+  VL.planVerdict = function (pm, cap) {
     var free = cap - pm.total;
     var head = free >= 0 ? "Fits on every GPU: " + VL.fmtBytes(free) + " free on the fullest (stage " + pm.peak_stage + ")."
       : "Does not fit: the fullest GPU (stage " + pm.peak_stage + ") is short by " + VL.fmtBytes(-free) + ".";
     if (pm.stages.length > 1) {
       head += " Stages: " + pm.stages.map(function (bd) { return gb1(bd.total); }).join(" / ") + " GB";
-      head += " (spread " + VL.toFixed(100 * spreadOf(pm.stages.map(function (bd) { return bd.total; })).value, 0) + "%).";
+      head += " (spread " + VL.toFixed(100 * pm.spread, 0) + "%).";
     }
     var host = Math.max.apply(null, pm.host.map(function (bd) { return bd.total; }));
     if (host) { head += " Host memory per rank: " + VL.fmtBytes(host) + "."; }
     var nv = Math.max.apply(null, pm.nvme);
     if (nv) { head += " NVMe per rank: " + VL.fmtBytes(nv) + "."; }
     return head + " " + VL.commas(pm.plan.n_gpus) + " GPUs, global batch " + VL.commas(pm.plan.global_batch) + " sequences.";
-  }
+  };
 
   /* widgets.parallel.plan_stages_compute */
   VL.register("plan_stages", function (a) {
-    var card = VL.getGpu(a.gpu), m = panelModel(a), plan = panelPlan(a, true);
-    var pm = VL.planMemory(m, plan, dflt(a.seq, 2048), { method: dflt(a.method, "full"),
-      convention: dflt(a.convention, "mixed-fp32-master"), precision: dflt(a.precision, "bf16") });
-    return [pm.stages, card.memory_bytes, planVerdict(pm, card.memory_bytes)];
+    var df = DF["widgets.parallel.plan_memory_compute"];
+    var card = VL.getGpu(a.gpu), m = panelModel(a), plan = panelPlan(a, true, df);
+    var pm = VL.planMemory(m, plan, dflt(a.seq, df.seq), { method: dflt(a.method, df.method),
+      convention: dflt(a.convention, df.convention), precision: dflt(a.precision, df.precision) });
+    return [pm.stages, card.memory_bytes, VL.planVerdict(pm, card.memory_bytes)];
   });
 
   /* widgets.parallel.balance_stages_compute */
   VL.register("balance_stages", function (a) {
-    var m = panelModel(a), card = VL.getGpu(a.gpu);
-    var o = { convention: dflt(a.convention, "mixed-fp32-master"), precision: dflt(a.precision, "bf16") };
-    var plan = panelPlan(Object.assign({ pp: 4, n_micro: 8 }, a), false), seq = dflt(a.seq, 2048);
+    var df = DF["widgets.parallel.balance_stages_compute"], m = panelModel(a), card = VL.getGpu(a.gpu);
+    var o = { convention: dflt(a.convention, df.convention), precision: dflt(a.precision, df.precision) };
+    var plan = panelPlan(a, false, df), seq = dflt(a.seq, df.seq);
     if (plan.virtual_stages > 1) {
       var pm = VL.planMemory(m, plan, seq, Object.assign({ activation_style: "megatron" }, o));
       return [pm.stages, card.memory_bytes, "Interleaved 1F1B, " + plan.virtual_stages + " model chunks per GPU (the " +
@@ -470,7 +486,7 @@
         " GB, " + VL.balanceVerdict(pm.stages.map(function (bd) { return bd.total; }), card.memory_bytes) + "."];
     }
     var res = VL.balancePipeline(m, plan, seq, card.memory_bytes, o);
-    var balanced = a.balanced === undefined ? true : a.balanced;
+    var balanced = a.balanced === undefined ? df.balanced : a.balanced;
     return [balanced ? res.stages : res.even_stages, card.memory_bytes, "Balanced split " + listRepr(res.layers) +
       ": peak " + gb1(res.peak) + " GB, " + res.verdict + ". Even split " + listRepr(res.even_layers) + ": peak " +
       gb1(res.even_peak) + " GB, " + res.even_verdict + "."];

@@ -1,9 +1,9 @@
-/* vramlib/js/recommend.js -- the GPU recommender calculator (chapter 9): mirrors vramlib.recommend (recommend_gpus,
- * Recommendation, the ranking) and vramlib.widgets.recommend (recommend_rows, _verdict, recommend_compute). The
- * per-GPU memory of each count is VL.ft.planMemory (finetune.js); the cost is the generated VL.recommend.COST_PER_HOUR. */
+/* vramlib/web/js/recommend.js -- the GPU recommender calculator (chapter 9): mirrors vramlib.solve.recommend (recommend_gpus,
+ * Recommendation, the ranking) and vramlib.present.widgets.recommend (recommend_rows, _verdict, recommend_compute). The
+ * per-GPU memory of each count is VL.planMemory (parallel.js); the cost is the generated VL.recommend.COST_PER_HOUR. */
 (function () {
-  var C = VL.data.constants;
-  var MAX_GPUS = [1, 2, 4, 8];
+  var C = VL.data.constants, MAX_GPUS = VL.data.recommend.MAX_GPUS;
+  var DF = VL.data.defaults["widgets.recommend.recommend_rows"], ZERO = VL.data.defaults["recommend.recommend_gpus"].zero;
   var PLAN_FIELDS = ["recompute", "micro_batch"];  /* the panel's keywords that are ParallelPlan fields */
 
   /* hardware.list_gpus: smallest memory first, then cheapest (unpriced last), then key */
@@ -47,12 +47,12 @@
     if (!(headroom >= 0 && headroom < 1)) { throw VL.invalid("headroom", headroom, "must be a fraction in [0, 1)"); }
     var cards = VL.listGpus(), planFields = {}, training = {};
     Object.keys(kw).forEach(function (k) { (PLAN_FIELDS.indexOf(k) >= 0 ? planFields : training)[k] = kw[k]; });
-    VL.getPrecision(training.precision === undefined ? "bf16" : training.precision, "precision");
-    VL.checkChoice("attention", training.attention === undefined ? "sdpa" : training.attention, C.ATTENTION);
+    VL.getPrecision(training.precision === undefined ? DF.precision : training.precision, "precision");
+    VL.checkChoice("attention", training.attention === undefined ? DF.attention : training.attention, C.ATTENTION);
     var perCount = {};
     counts.forEach(function (c) {
-      var plan = VL.ft.parallelPlan(Object.assign({ dp: c, zero: c === 1 ? 0 : 3 }, planFields));
-      perCount[c] = VL.ft.planMemory(m, plan, seq, Object.assign({}, training, { method: method,
+      var plan = VL.parallelPlan(Object.assign({ dp: c, zero: c === 1 ? 0 : ZERO }, planFields));
+      perCount[c] = VL.planMemory(m, plan, seq, Object.assign({}, training, { method: method,
         buckets: c === 1 ? "none" : "auto" }));
     });
     var out = [];
@@ -69,19 +69,20 @@
     var m = VL.model(a.model);
     var nh = a.n_heads === undefined ? null : a.n_heads, nkv = a.n_kv_heads === undefined ? null : a.n_kv_heads;
     if (nh !== null || nkv !== null) { m = VL.withHeads(m, nh || m.spec.n_heads, nkv || m.spec.n_kv_heads); }
-    var pct = a.headroom_pct === undefined ? 10 : a.headroom_pct;
+    var pct = a.headroom_pct === undefined ? DF.headroom_pct : a.headroom_pct;
     if (typeof pct !== "number" || !Number.isInteger(pct) || pct < 0 || pct >= 100) {
       throw VL.invalid("headroom_pct", pct, "must be a whole percentage in [0, 100)");
     }
-    var maxGpus = a.max_gpus === undefined ? 8 : a.max_gpus;
-    if (MAX_GPUS.indexOf(maxGpus) < 0) { throw VL.invalid("max_gpus", maxGpus, "choose 1, 2, 4 or 8"); }
+    var maxGpus = a.max_gpus === undefined ? DF.max_gpus : a.max_gpus;
+    if (MAX_GPUS.indexOf(maxGpus) < 0) {
+      throw VL.invalid("max_gpus", maxGpus, "choose " + MAX_GPUS.slice(0, -1).join(", ") + " or " + MAX_GPUS.slice(-1));
+    }
     var counts = MAX_GPUS.filter(function (c) { return c <= maxGpus; });
-    var pick = function (k, dflt) { return a[k] === undefined ? dflt : a[k]; };
-    return VL.recommendGpus(m, pick("method", "qlora"), pick("seq", 2048), counts, pct / 100, {
-      precision: pick("precision", "bf16"), optimizer: pick("optimizer", "adamw"),
-      convention: pick("convention", "mixed-fp32-master"), recompute: pick("recompute", "full"),
-      attention: pick("attention", "sdpa"), lora_rank: pick("lora_rank", 16), micro_batch: pick("micro_batch", 1),
-      reserve: pick("reserve", C.DEFAULT_RESERVE) });
+    var pick = function (k) { return a[k] === undefined ? DF[k] : a[k]; };
+    return VL.recommendGpus(m, pick("method"), pick("seq"), counts, pct / 100, {
+      precision: pick("precision"), optimizer: pick("optimizer"), convention: pick("convention"),
+      recompute: pick("recompute"), attention: pick("attention"), lora_rank: pick("lora_rank"),
+      micro_batch: pick("micro_batch"), reserve: pick("reserve") });
   };
 
   /* widgets.recommend._verdict */

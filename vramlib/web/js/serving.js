@@ -1,6 +1,6 @@
-/* vramlib/js/serving.js -- the serving calculator (chapters 6, 8): mirrors vramlib.serving (serving_kv_capacity,
- * ServingCapacity.verdict and its helpers) and vramlib.widgets.serving.serving_compute. Every size comes from a
- * generated VL.serving / VL.formulas function; the constants are exported from vramlib.serving. */
+/* vramlib/web/js/serving.js -- the serving calculator (chapters 6, 8): mirrors vramlib.serve.serving (serving_kv_capacity,
+ * ServingCapacity.verdict and its helpers) and vramlib.present.widgets.serving.serving_compute. Every size comes from a
+ * generated VL.serving / VL.formulas function; the constants are exported from vramlib.serve.serving. */
 (function () {
   var S = VL.serving, K = VL.data.serving;
   if (!S || !K || !K.UNUSED_KEY) { return; }

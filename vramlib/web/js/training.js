@@ -1,6 +1,6 @@
-/* vramlib/js/training.js -- the training calculator (chapters 2, 3, 4, 9, 10, 15): mirrors vramlib.training
- * (lora_modules, lora_params, optimizer_state_bytes, training_memory), vramlib.activations.activation_bytes,
- * vramlib.training_feasibility.max_seq_for_training and vramlib.widgets.training.training_compute.
+/* vramlib/web/js/training.js -- the training calculator (chapters 2, 3, 4, 9, 10, 15): mirrors vramlib.memory.training
+ * (lora_modules, lora_params, optimizer_state_bytes, training_memory), vramlib.memory.activations.activation_bytes,
+ * vramlib.solve.training_feasibility.max_seq_for_training and vramlib.present.widgets.training.training_compute.
  * Every size comes from a generated VL.formulas / VL.activations function; the ZeRO-3 gather buffer uses
  * VL.largestModuleParams (parallel.js). */
 (function () {
@@ -35,7 +35,7 @@
   };
 
   VL.loraParams = function (m, rank, targets) {
-    rank = VL.checkPositiveInt("lora_rank", rank === undefined ? 16 : rank);
+    rank = VL.checkPositiveInt("lora_rank", rank === undefined ? VL.data.defaults["training.lora_params"].rank : rank);
     var total = 0, mods = VL.loraModules(m, targets === undefined ? "all-linear" : targets);
     VL.checkLoraRank(m, rank, mods);
     mods.forEach(function (mod) {
@@ -109,9 +109,7 @@
     return VL.toIntBytes(expr(values));
   };
 
-  var TM_DEFAULTS = { method: "full", seq: 2048, micro_batch: 1, precision: "bf16", optimizer: "adamw",
-    convention: "mixed-fp32-master", recompute: "none", attention: "sdpa", lora_rank: 16, lora_targets: "all-linear",
-    base_weights: null, activation_style: "hf", reserve: C.DEFAULT_RESERVE };
+  var TM_DEFAULTS = VL.data.defaults["training.training_memory"];
   function withDefaults(o) {
     var out = Object.assign({}, TM_DEFAULTS);
     Object.keys(o).forEach(function (k) { if (o[k] !== undefined) { out[k] = o[k]; } });
@@ -162,7 +160,7 @@
 
   /* training_feasibility.max_seq_for_training */
   VL.maxSeqForTraining = function (m, memory, o, limit) {
-    limit = VL.checkPositiveInt("limit", limit === undefined ? Math.pow(2, 40) : limit);
+    limit = VL.checkPositiveInt("limit", limit === undefined ? VL.data.defaults["training_feasibility.max_seq_for_training"].limit : limit);
     var cap = VL.budget(memory);
     var fits = function (n) { return VL.trainingMemory(m, Object.assign({}, o, { seq: n })).total <= cap; };
     var base = VL.trainingMemory(m, Object.assign({}, o, { seq: 1 }));

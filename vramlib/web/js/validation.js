@@ -1,5 +1,5 @@
-/* vramlib/js/validation.js -- the published-figures calculator (chapter 16): mirrors
- * vramlib.validation.published_compute. Its one control picks a published workload, so the page carries
+/* vramlib/web/js/validation.js -- the published-figures calculator (chapter 16): mirrors
+ * vramlib.explain.validation.published_compute. Its one control picks a published workload, so the page carries
  * vramlib's own result for every entry (validation.published_predictions, in the panel's data-fixed) and this
  * shows the selected one: the breakdown, the published figure as the line, the verdict. */
 (function () {

@@ -1,6 +1,6 @@
 """The chapters' exercises, one module per chapter, each answer computed by a vramlib call.
 
-Importing this package registers every exercise into :mod:`vramlib.exercises`.
+Importing this package registers every exercise into :mod:`vramlib.workshop.exercises`.
 """
 from __future__ import annotations
 

@@ -1,0 +1,88 @@
+"""Plain JSON data for the browser: catalogue objects, a ModelSpec with its symbol values and GGUF bits
+(``model_json``), a panel's fixed arguments (``to_js_value``) and back (``from_js_value``). The panels' static
+placeholders (:mod:`.widgets.base`, :mod:`.widgets.bookshelf`) and the calculators' catalogue
+(:mod:`vramlib.web.jsgen`) both use it. Used in: every chapter with a panel (the static HTML book).
+"""
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+from typing import Any
+
+
+def _key(k) -> str:
+    return "|".join(str(x) for x in k) if isinstance(k, tuple) else str(k)
+
+
+def to_json(obj: Any) -> Any:
+    """Plain JSON data: Fractions become floats, dataclasses dicts, tuples lists."""
+    if isinstance(obj, bool) or obj is None or isinstance(obj, (int, str)):
+        return obj
+    if isinstance(obj, float):
+        return obj
+    if isinstance(obj, Fraction):
+        return obj.numerator if obj.denominator == 1 else obj.numerator / obj.denominator
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {_key(k): to_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [to_json(v) for v in obj]
+    raise TypeError(f"to_json: cannot export {type(obj).__name__}")
+
+
+def _reachable_gqa(hidden: int) -> list[int]:
+    """Query heads per KV head a with_heads() shape can reach: n_heads divides hidden, n_kv_heads divides n_heads."""
+    return [g for g in range(1, hidden + 1) if hidden % g == 0]
+
+
+def gguf_table(spec) -> dict[str, dict[str, Any]]:
+    """Bits per element by GGUF mix and tensor kind (``precision.tensor_bits``) for this shape's layers and experts:
+    a number, or ``{gqa: bits}`` where the mix depends on the query heads per KV head."""
+    from ..catalog.precision import WEIGHT_KINDS, get_precision, precision_names, tensor_bits
+
+    out: dict[str, dict[str, Any]] = {}
+    gqas = _reachable_gqa(spec.hidden)
+    for name in precision_names():
+        p = get_precision(name)
+        if not p.gguf:
+            continue
+        kinds = {}
+        for kind in WEIGHT_KINDS:
+            vals = {g: tensor_bits(p, kind, spec.n_layers, g, spec.n_experts) for g in gqas}
+            distinct = set(vals.values())
+            kinds[kind] = to_json(distinct.pop()) if len(distinct) == 1 else {str(g): to_json(v) for g, v in vals.items()}
+        out[p.name] = kinds
+    return out
+
+
+def model_json(spec) -> dict[str, Any]:
+    """A ModelSpec for the browser: its fields, symbol values, linear modules, GGUF bits and the hf-style indicators
+    (or the error vramlib raises for a family the hf activation expressions do not model)."""
+    from ..memory.activations import _hf_indicators
+    from ..core.errors import VramlibError
+
+    try:
+        hf: Any = dict(_hf_indicators(spec))
+    except VramlibError as e:
+        hf = {"error": str(e)}
+    return {"$model": to_json(spec), "symbols": spec.symbols(), "symbols_active": spec.symbols(active=True),
+            "linear_modules": spec.linear_modules(), "gguf": gguf_table(spec), "hf": hf}
+
+
+def to_js_value(value: Any) -> Any:
+    """A panel's fixed argument as JSON for ``data-fixed`` (a ModelSpec becomes :func:`model_json`)."""
+    from ..catalog.models import ModelSpec
+
+    if isinstance(value, ModelSpec):
+        return model_json(value)
+    return to_json(value)
+
+
+def from_js_value(value: Any) -> Any:
+    """The inverse of :func:`to_js_value` (tests rebuild a panel's Python arguments from the page)."""
+    from ..catalog.models import ModelSpec
+
+    if isinstance(value, dict) and "$model" in value:
+        return ModelSpec(**value["$model"])
+    return value
