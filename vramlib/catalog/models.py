@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, fields, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
@@ -98,7 +98,15 @@ class ModelSpec:
 
     # --- symbol values for the formulas ---------------------------------------------------------
     def symbols(self, active: bool = False) -> dict[str, int]:
-        """Values of :mod:`vramlib.core.symbols` for this shape; ``active`` counts only the routed-to experts."""
+        """Values of :mod:`vramlib.core.symbols` for this shape; ``active`` counts only the routed-to experts. A fresh
+        dict each call (callers add their own values); computed once per spec (the spec is immutable)."""
+        key = "_cache_symbols_active" if active else "_cache_symbols"
+        cached = self.__dict__.get(key)
+        if cached is None:
+            cached = self.__dict__[key] = self._symbols(active)
+        return dict(cached)
+
+    def _symbols(self, active: bool) -> dict[str, int]:
         experts = self.experts_per_token if active else self.n_experts
         return {
             "L": self.n_layers, "h": self.hidden, "n_h": self.n_heads, "n_kv": self.n_kv_heads,
@@ -109,12 +117,12 @@ class ModelSpec:
             "beta_norm": int(self.norm == "layernorm"), "t_emb": int(self.tied_embeddings),
         }
 
-    @property
+    @cached_property
     def n_params(self) -> int:
         """Exact parameter count of the architecture (tied weights counted once)."""
         return int(F.evaluate(F.N_PARAMS, **self.symbols()))
 
-    @property
+    @cached_property
     def n_active_params(self) -> int:
         """Parameters used per token (equals n_params for dense models; MoE counts experts_per_token experts)."""
         return int(F.evaluate(F.N_PARAMS, **self.symbols(active=True)))
@@ -134,7 +142,14 @@ class ModelSpec:
         return self.n_experts > 0
 
     def param_groups(self) -> dict[str, int]:
-        """Exact parameters by tensor kind (embed, lm_head, attn_q ... mlp_down, router, norm, bias); sums to n_params."""
+        """Exact parameters by tensor kind (embed, lm_head, attn_q ... mlp_down, router, norm, bias); sums to n_params.
+        A fresh dict each call, computed once per spec."""
+        cached = self.__dict__.get("_cache_param_groups")
+        if cached is None:
+            cached = self.__dict__["_cache_param_groups"] = self._param_groups()
+        return dict(cached)
+
+    def _param_groups(self) -> dict[str, int]:
         vals = self.symbols()
         out = {}
         for kind, expr in F.LAYER_GROUPS.items():

@@ -79,17 +79,25 @@ def public_api(fn):
     checks = {} if getattr(fn, "validates_itself", False) else {
         name: atoms for name, p in sig.parameters.items() if (atoms := _annotation_atoms(p.annotation)) is not None}
     bound_check = checked_call(fn)
+    kinds = inspect.Parameter
+    positional = [n for n, p in sig.parameters.items() if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
+    var_positional = any(p.kind is kinds.VAR_POSITIONAL for p in sig.parameters.values())
+    none_default = {n for n, p in sig.parameters.items() if p.default is None}
+    plain = {name: tuple(t for t, atom in ((int, "int"), (str, "str")) if atom in atoms) for name, atoms in checks.items()}
+
+    def check(name, value):
+        if name in checks and type(value) not in plain[name] and not (value is None and name in none_default):
+            _check_annotated(name, value, checks[name])
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        try:
-            ba = sig.bind(*args, **kwargs)
-        except TypeError:
+        if len(args) > len(positional) and not var_positional:
             return bound_check(*args, **kwargs)  # raises the one-line error
-        for name, value in ba.arguments.items():
-            if name in checks and not (value is None and sig.parameters[name].default is None):
-                _check_annotated(name, value, checks[name])
-        return fn(*args, **kwargs)
+        for name, value in zip(positional, args):
+            check(name, value)
+        for name, value in kwargs.items():
+            check(name, value)
+        return bound_check(*args, **kwargs)  # a call that does not bind is a one-line error there
 
     wrapper.__signature__ = sig
     wrapper.__vramlib_public__ = True

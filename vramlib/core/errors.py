@@ -164,16 +164,21 @@ def checked_call(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
-            sig.bind(*args, **kwargs)
-        except TypeError as exc:
-            if not has_var_kw:
-                check_keywords(where, kwargs, names)
-            missing = [p.name for p in params if p.default is p.empty
-                       and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in kwargs]
-            raise InvalidValueError(f"{where}: arguments", f"{len(args)} positional, {sorted(kwargs)}",
-                                    f"expected ({', '.join(names)}); required: {', '.join(missing) or 'none'}"
-                                    f" ({exc})") from None
-        return fn(*args, **kwargs)
+            return fn(*args, **kwargs)  # the call binds (checked below only when it fails: no cost when right)
+        except TypeError:
+            try:
+                sig.bind(*args, **kwargs)
+            except TypeError as exc:
+                bad = exc
+            else:
+                raise  # a TypeError from inside the function, not from the call
+        if not has_var_kw:
+            check_keywords(where, kwargs, names)
+        missing = [p.name for p in params if p.default is p.empty
+                   and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in kwargs]
+        raise InvalidValueError(f"{where}: arguments", f"{len(args)} positional, {sorted(kwargs)}",
+                                f"expected ({', '.join(names)}); required: {', '.join(missing) or 'none'}"
+                                f" ({bad})") from None
 
     wrapper.__signature__ = sig
     return wrapper

@@ -148,19 +148,71 @@ def compile_exact(expr: sp.Expr) -> tuple[tuple[str, ...], Callable]:
     return tuple(a.name for a in args), fn
 
 
+_INT_CLOSED_HEADS = (sp.Add, sp.Mul, sp.Max, sp.Min, sp.ceiling, sp.floor, sp.Piecewise, sp.Integer, sp.Symbol,
+                     sp.core.relational.Relational, sp.logic.boolalg.BooleanFunction, sp.logic.boolalg.BooleanAtom,
+                     sp.functions.special.tensor_functions.KroneckerDelta)
+
+
+def _int_closed(expr) -> bool:
+    """True when ``expr`` maps ints to ints with Python's int operators: sums, products, non-negative integer
+    powers, integer constants, ceiling/floor/Max/Min/Piecewise of such (no division, no non-integer rational)."""
+    if isinstance(expr, sp.Pow):
+        return expr.exp.is_Integer and expr.exp >= 0 and _int_closed(expr.base)
+    if isinstance(expr, sp.Rational) and not expr.is_Integer or not isinstance(expr, _INT_CLOSED_HEADS):
+        return False
+    if isinstance(expr, sp.Piecewise):
+        return all(_int_closed(e) and _int_closed(c) for e, c in expr.args)
+    return all(_int_closed(a) for a in expr.args)
+
+
+def _int_typed(expr) -> bool:
+    """True when the exact evaluation returns an int (a ceiling, a floor, an integer, or a choice among them)."""
+    if isinstance(expr, (sp.ceiling, sp.floor, sp.Integer)):
+        return True
+    if isinstance(expr, sp.Piecewise):
+        return all(_int_typed(e) for e, _ in expr.args)
+    if isinstance(expr, (sp.Max, sp.Min)):
+        return all(_int_typed(a) for a in expr.args)
+    return False
+
+
+@lru_cache(maxsize=None)
+def _names(expr: sp.Expr) -> tuple[str, ...]:
+    """The argument names of ``expr``'s compiled functions: its free symbols, sorted by name."""
+    return tuple(sorted(s.name for s in expr.free_symbols))
+
+
+@lru_cache(maxsize=None)
+def compile_int(expr: sp.Expr) -> tuple[Callable, bool] | None:
+    """For an integer-closed ``expr``: ``(function of ints, returns int)``, the fast path of :func:`evaluate`
+    (Python ints instead of Fractions, the same exact value); None otherwise."""
+    if not _int_closed(expr):
+        return None
+    args = tuple(sorted(expr.free_symbols, key=lambda s: s.name))
+    return lambdify(args, expr, modules=[{"math": math}, "math"]), _int_typed(expr)
+
+
 def evaluate(expr: sp.Expr, **values) -> int | Fraction:
     """Evaluate ``expr`` with symbol values by name (ints or Fractions in, exact result out).
 
     Example: ``evaluate(KV_CACHE_BYTES, L=40, n_kv=40, d_head=128, b_kv=2, T=1, B=1) == 819200``.
+    All-int inputs to an integer-closed expression take :func:`compile_int` (same value and type, ~10x faster).
     """
     global EVALUATIONS
     EVALUATIONS += 1
-    names, fn = compile_exact(expr)
-    missing = [n for n in names if n not in values]
-    if missing:
-        raise TypeError(f"evaluate: missing values for {', '.join(missing)}")
+    names = _names(expr)
+    try:
+        args = [values[n] for n in names]
+    except KeyError:
+        missing = [n for n in names if n not in values]
+        raise TypeError(f"evaluate: missing values for {', '.join(missing)}") from None
+    if all(type(a) is int for a in args):
+        fast = compile_int(expr)
+        if fast is not None:
+            r = fast[0](*args)
+            return r if fast[1] else Fraction(r)
     # ints become Fractions so that a division inside the expression stays exact (Python's / on ints is a float)
-    return fn(*(Fraction(values[n]) if isinstance(values[n], int) else values[n] for n in names))
+    return compile_exact(expr)[1](*(Fraction(a) if isinstance(a, int) else a for a in args))
 
 
 def to_int_bytes(value) -> int:
