@@ -485,8 +485,10 @@ def _gpu_arg(p: argparse.ArgumentParser, required: bool = True) -> None:
 
 
 def _reserve_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--reserve", default="0.5GB", type=_memory_type("reserve"),
-                   help="CUDA context and framework per GPU (default 0.5GB)")
+    from ..memory.inference import DEFAULT_RESERVE
+
+    p.add_argument("--reserve", default=DEFAULT_RESERVE, type=_memory_type("reserve"),
+                   help=f"CUDA context and framework per GPU (default {DEFAULT_RESERVE})")
 
 
 def _inference_args(p: argparse.ArgumentParser, weights_default: str | None, kv_default: str | None) -> None:

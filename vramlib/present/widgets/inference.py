@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ...solve.feasibility import max_tokens
 from ...catalog.hardware import GPUS, get_gpu
-from ...memory.inference import inference_memory
+from ...memory.inference import DEFAULT_RESERVE, inference_memory
 from ...catalog.models import get_model
 from ...catalog.precision import precision_names
 from ...core.units import fmt_bytes
@@ -11,7 +11,7 @@ from .base import Computed, bounded_int, panel
 
 
 def inference_compute(model, n_heads: int, n_kv_heads: int, weights: str, kv_dtype: str, tokens: int, gpu: str,
-                      attention: str = "sdpa", batch: int = 1, reserve: str = "0.5GB") -> Computed:
+                      attention: str = "sdpa", batch: int = 1, reserve: str = DEFAULT_RESERVE) -> Computed:
     """One update of an inference panel (chapters 1, 5, 7): breakdown, GPU capacity, verdict with max context."""
     m = get_model(model).with_heads(n_heads, n_kv_heads)
     card = get_gpu(gpu)

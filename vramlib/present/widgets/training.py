@@ -8,6 +8,7 @@ The panel passes ``training_compute`` with ``fixed={"model", "reserve"}``, so a 
 from __future__ import annotations
 
 from ...memory.activations import ACTIVATION_STYLES, ATTENTION, RECOMPUTE
+from ...memory.inference import DEFAULT_RESERVE
 from ...core.errors import check_positive_int
 from ...catalog.hardware import GPUS, get_gpu
 from ...catalog.models import get_model
@@ -21,7 +22,7 @@ TRAINING_PRECISIONS = ("bf16", "fp16", "fp32")
 
 def training_compute(model, n_heads: int, n_kv_heads: int, precision: str, method: str, lora_rank: int,
                      optimizer: str, convention: str, recompute: str, attention: str, seq: int, micro_batch: int,
-                     gpu: str, activation_style: str = "hf", reserve: int | str = "0.5GB",
+                     gpu: str, activation_style: str = "hf", reserve: int | str = DEFAULT_RESERVE,
                      lora_targets: str = "all-linear") -> Computed:
     """One update of a training panel: the step's Breakdown, the GPU's memory, and a verdict with the longest
     sequence that fits (chapters 2, 3, 4, 9, 10, 15)."""
@@ -47,7 +48,7 @@ def training_compute(model, n_heads: int, n_kv_heads: int, precision: str, metho
 def training_panel(model, gpu: str = "rtx-a6000", method: str = "qlora", precision: str = "bf16", lora_rank: int = 16,
                    optimizer: str = "adamw", convention: str = "mixed-fp32-master", recompute: str = "full",
                    attention: str = "sdpa", seq: int = 2048, micro_batch: int = 1, activation_style: str = "hf",
-                   reserve: int | str = "0.5GB"):
+                   reserve: int | str = DEFAULT_RESERVE):
     """Controls: heads, KV heads, precision, method, LoRA rank, optimizer, convention, recompute, attention,
     activation accounting, sequence, micro-batch, GPU (chapters 2, 3, 4, 9, 10, 15)."""
 
