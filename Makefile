@@ -39,7 +39,8 @@ test: $(VENV)/.dev-deps
 	$(BIN)/python tools/page_weight.py
 	@echo "make test: all steps passed"
 
-## make refresh: re-execute the notebooks in place (after a library change; nbval then compares against these)
+## make refresh: re-execute the notebooks in place (after a library change; nbval then compares against these),
+## written in the normal form of tools/notebook_format.py (no widget state, execution counts or timings)
 refresh: $(VENV)/.deps
 	$(BIN)/python tools/refresh_notebooks.py
 
