@@ -22,6 +22,8 @@ t0 = time.perf_counter()
 import vramlib as vl
 t_import = time.perf_counter() - t0
 m = vl.get_model("llama-2-7b")
+vl.training_memory(m, seq=2048, micro_batch=1)
+t_first = time.perf_counter() - t0
 calls = {
     "training_memory": lambda: vl.training_memory(m, seq=2048, micro_batch=1),
     "max_tokens": lambda: vl.max_tokens(m, "rtx-4090", "int8"),
@@ -29,7 +31,7 @@ calls = {
     "kv_cache_bytes": lambda: vl.kv_cache_bytes(m, tokens=4096),
     "plan_memory": lambda: vl.plan_memory(m, tp=2, pp=2, dp=2, zero=1),
 }
-out = {"import vramlib": t_import}
+out = {"import vramlib": t_import, "import + first training_memory (cold)": t_first}
 for name, fn in calls.items():
     fn(); fn()
     best = float("inf")

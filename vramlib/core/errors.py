@@ -70,6 +70,8 @@ def check_positive_int(field: str, value: object, *, allow_zero: bool = False) -
 def check_choice(field: str, value: object, allowed: Iterable):
     """Return ``value`` if it is one of ``allowed`` (names case-insensitive; numbers exactly, e.g. block sizes),
     else raise UnknownNameError with close matches."""
+    if type(value) is str and value in allowed:  # the common case: exactly one of the names (tuple, dict, set)
+        return value
     allowed = list(allowed)
     if isinstance(value, str):
         for a in allowed:

@@ -217,6 +217,8 @@ def evaluate(expr: sp.Expr, **values) -> int | Fraction:
 
 def to_int_bytes(value) -> int:
     """Round an exact byte count up to a whole byte."""
+    if type(value) is int:
+        return value
     fr = Fraction(value)
     return -((-fr.numerator) // fr.denominator)
 
