@@ -21,12 +21,6 @@ WAITING = {
     "memory/training.py:training_memory",
     "plans/parallel.py:plan_memory",
     "plans/parallel.py:zero_model_states",
-    "solve/planning.py:_min_gpus_any_layout",
-    "solve/planning.py:balance_pipeline",
-    "solve/planning.py:largest_trainable_model",
-    "solve/planning.py:min_gpus_for_training",
-    "solve/recommend.py:recommend_gpus",
-    "solve/rules_of_thumb.py:implied_coefficient",
 }
 
 

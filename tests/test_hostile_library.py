@@ -99,7 +99,13 @@ FREE_TEXT = {"field", "title", "label", "setting", "caption", "lever"}  # argume
 SETTINGS = {"search_plans": "PlanSpace", "serving_kv_capacity": "ServingConfig", "roofline": "Efficiency"}
 """Functions that take a settings object and its fields as keywords (``**settings``): the sweep feeds every field
 of the settings class through those keywords, as it does for the named arguments."""
-THROUGH_KEYWORDS: dict[str, tuple[str, ...]] = {}
+THROUGH_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "balance_pipeline": ("moe_layers",),
+    "largest_trainable_model": ("tp", "pp"),
+    "min_gpus_for_training": ("tp", "pp"),
+    "recommend_gpus": ("fewest_only", "include_unfit", "require_features"),
+    "implied_coefficient": ("tp", "sequence_parallel"),
+}
 """Other arguments that arrive through a function's ``**kwargs`` and are its own to check: swept the same way."""
 
 

@@ -253,17 +253,15 @@ def _layer_costs(spec: ModelSpec, plan: ParallelPlan, seq: int, convention: str,
 @checked_call
 def balance_pipeline(model: ModelSpec | str, plan: ParallelPlan | None = None, seq: int = 2048, *,
                      gpu: GPU | str | int | None = None, convention: str = "mixed-fp32-master", precision: str = "bf16",
-                     optimizer: str = "adamw", moe_layers=None, peak_share: float = 0.9, **kwargs) -> PipelineBalance:
+                     optimizer: str = "adamw", peak_share: float = 0.9, **kwargs) -> PipelineBalance:
     """Split the layers into ``plan.pp`` contiguous stages minimising the peak per-GPU memory (chapter 11).
 
     Exact dynamic programming over the stage boundaries with each stage's own costs: its layers' model states,
     its 1F1B in-flight micro-batches (p - i on stage i) times its layers' activations, the embedding on the first
     stage and the LM head + loss on the last. Among the optimal splits, the one with the largest smallest stage
     (smallest spread). The stages are then computed exactly by :func:`vramlib.parallel.plan_memory` (``kwargs``
-    go there: buckets, reserve, overlap_comm ...). Plan fields may be given as keywords too.
+    go there: moe_layers, buckets, reserve, overlap_comm ...). Plan fields may be given as keywords too.
     """
-    import numpy as np  # imported here: `import vramlib` stays fast
-
     spec = get_model(model)
     if plan is not None and not isinstance(plan, ParallelPlan):
         raise InvalidValueError("plan", plan, "give a ParallelPlan or plan fields as keywords (pp=4, ...)")
@@ -275,31 +273,52 @@ def balance_pipeline(model: ModelSpec | str, plan: ParallelPlan | None = None, s
     if plan.virtual_stages > 1:
         raise InvalidValueError("virtual_stages", plan.virtual_stages,
                                 "the balancer splits contiguous stages (no interleaving)")
-    pp = plan.pp
     cap = None if gpu is None else _capacity(gpu)
-    common = dict(convention=convention, precision=precision, optimizer=optimizer, moe_layers=moe_layers,
-                  activation_style="megatron", **kwargs)
+    common = dict(convention=convention, precision=precision, optimizer=optimizer, activation_style="megatron",
+                  **kwargs)
     even = plan_memory(spec, plan, seq, **common)
-    if pp == 1:
+    if plan.pp == 1:
         v = balance_verdict([even.total], cap, peak_share)
-        return PipelineBalance(spec.name, plan, even.stage_layers, even.stages, even.stage_layers, even.stages, cap, v, v)
+        return PipelineBalance(spec.name, plan, even.stage_layers, even.stages, even.stage_layers, even.stages, cap,
+                               v, v)
     if kwargs.get("buckets") == "ddp":
         raise InvalidValueError("buckets", "ddp", "DDP buckets copy every gradient (not a fixed cost); pipelines use "
                                                   "Megatron's or DeepSpeed's buffers: 'auto', 'deepspeed' or 'none'")
-    states, act = _layer_costs(spec, plan, seq, convention, precision, optimizer, moe_layers)
-    n = spec.n_layers
+    states, act = _layer_costs(spec, plan, seq, convention, precision, optimizer, kwargs.get("moe_layers"))
+    layers = _balanced_layers(*_stage_costs(plan, even, states, act))
+    bal = plan_memory(spec, plan, seq, stage_layers=layers, **common)
+    if max(x.total for x in bal.stages) > even.total:  # cannot happen up to rounding; keep the even split then
+        bal = even
+    return PipelineBalance(spec.name, plan, bal.stage_layers, bal.stages, even.stage_layers, even.stages, cap,
+                           balance_verdict([x.total for x in bal.stages], cap, peak_share),
+                           balance_verdict([x.total for x in even.stages], cap, peak_share))
+
+
+def _stage_costs(plan: ParallelPlan, even: PlanMemory, states: list[float], act: float):
+    """``cost[i][a, z]``: bytes of stage i holding layers [a, z) (its fixed costs -- the even split's total minus
+    its layers' costs: embedding, head, buffers, reserve -- plus the layers' states and in-flight activations),
+    and which (a, z) hold at least one layer."""
+    import numpy as np
+
+    n, pp = len(states), plan.pp
     S = np.concatenate([[0.0], np.cumsum(states)])
-    # fixed costs of each stage = its even-split total minus its layers' costs (embedding, head, buffers, reserve)
+    flights = [float(PL.in_flight(pp, i, plan.n_micro, plan.schedule)) for i in range(pp)]
     fixed = []
     for i, bd in enumerate(even.stages):
         a, z = sum(even.stage_layers[:i]), sum(even.stage_layers[:i + 1])
-        fl = float(PL.in_flight(pp, i, plan.n_micro, plan.schedule))
-        fixed.append(bd.total - (S[z] - S[a]) - fl * act * (z - a))
-    flights = [float(PL.in_flight(pp, i, plan.n_micro, plan.schedule)) for i in range(pp)]
+        fixed.append(bd.total - (S[z] - S[a]) - flights[i] * act * (z - a))
     idx = np.arange(n + 1)
     lay = idx[None, :] - idx[:, None]                      # layers in [a, b)
     cost = [fixed[i] + (S[None, :] - S[:, None]) + flights[i] * act * lay for i in range(pp)]
-    valid = lay >= 1
+    return cost, lay >= 1
+
+
+def _balanced_layers(cost: list, valid) -> tuple[int, ...]:
+    """Layers per stage of the split with the smallest peak (dynamic programming over the boundaries), and among
+    those the one whose smallest stage is largest (a second pass)."""
+    import numpy as np
+
+    pp, n = len(cost), valid.shape[0] - 1
     INF = np.inf
     best = np.full(n + 1, INF)
     best[0] = 0.0
@@ -323,13 +342,7 @@ def balance_pipeline(model: ModelSpec | str, plan: ParallelPlan | None = None, s
         a = int(arg2[i][z]) if np.isfinite(low[n]) else int(arg[i][z])
         bounds.append(z - a)
         z = a
-    layers = tuple(reversed(bounds))
-    bal = plan_memory(spec, plan, seq, stage_layers=layers, **common)
-    if max(x.total for x in bal.stages) > even.total:  # cannot happen up to rounding; keep the even split then
-        bal = even
-    return PipelineBalance(spec.name, plan, bal.stage_layers, bal.stages, even.stage_layers, even.stages, cap,
-                           balance_verdict([x.total for x in bal.stages], cap, peak_share),
-                           balance_verdict([x.total for x in even.stages], cap, peak_share))
+    return tuple(reversed(bounds))
 
 
 def _capacity(gpu, field: str = "gpu") -> int:
@@ -792,17 +805,18 @@ def _layout(n_gpus: int, tp: int, pp: int) -> int:
 
 @checked_call
 def largest_trainable_model(gpu: GPU | str, n_gpus: int, seq: int = 2048, *, family: ModelFamily | str = "llama-width",
-                            method: str = "full", zero: int = 3, tp: int = 1, pp: int = 1, headroom: float = 0.0,
-                            k_max: int = 4096, **kwargs) -> LargestModel:
+                            method: str = "full", zero: int = 3, headroom: float = 0.0, k_max: int = 4096,
+                            **kwargs) -> LargestModel:
     """Largest model of ``family`` whose plan (``tp x pp x dp`` on ``n_gpus`` cards, ZeRO ``zero``) fits every GPU
-    under ``(1 - headroom)`` of its memory: bisection on the family's scale index k. ``kwargs`` go to
-    :func:`vramlib.parallel.plan_memory` (convention, recompute, micro_batch, method options ...). Chapters 3, 9.
+    under ``(1 - headroom)`` of its memory: bisection on the family's scale index k. ``kwargs``: the plan's fields
+    (``tp=1``, ``pp=1``, ``recompute``, ``micro_batch`` ...; dp is n_gpus / (tp x pp)) and
+    :func:`vramlib.parallel.plan_memory`'s options (convention, method options ...). Chapters 3, 9.
     """
     fam = get_family(family)
     card = gpu if isinstance(gpu, GPU) else get_gpu(gpu)
     n_gpus = check_positive_int("n_gpus", n_gpus)
     seq = check_positive_int("seq", seq)
-    tp, pp = check_positive_int("tp", tp), check_positive_int("pp", pp)
+    tp, pp = check_positive_int("tp", kwargs.pop("tp", 1)), check_positive_int("pp", kwargs.pop("pp", 1))
     headroom = check_fraction("headroom", headroom)
     k_max = check_positive_int("k_max", k_max)
     method = check_choice("method", method, METHODS)
@@ -882,25 +896,24 @@ def _sharded_components(plan: ParallelPlan, method: str) -> set[str]:
 
 @checked_call
 def min_gpus_for_training(model: ModelSpec | str, gpu: GPU | str, seq: int = 2048, *, method: str = "full",
-                          zero: int = 3, tp: int | None = 1, pp: int | None = 1, headroom: float = 0.0,
-                          gpus_per_node: int = 8, **kwargs) -> MinGpus:
+                          zero: int = 3, headroom: float = 0.0, gpus_per_node: int = 8, **kwargs) -> MinGpus:
     """Fewest GPUs of ``gpu`` that train ``model`` with ``tp x pp`` model parallelism and ZeRO ``zero`` over the
     data-parallel ranks. Per GPU the memory is S / N_d + R (S: what ZeRO shards, R: the rest), so N_d comes
-    from formulas.MIN_GPUS (``sympy.solve`` of M = S / n + R), then checked exactly. ``tp=None`` / ``pp=None``:
-    also search the layout (TP within a node and dividing the heads, any number of stages), fewest GPUs first,
-    then the smallest tp x pp. Chapters 3, 4, 12."""
+    from formulas.MIN_GPUS (``sympy.solve`` of M = S / n + R), then checked exactly. ``kwargs``: the layout
+    ``tp=1``, ``pp=1`` (``None``: also search it -- TP within a node and dividing the heads, any number of stages,
+    fewest GPUs first, then the smallest tp x pp), the plan's other fields and plan_memory's options.
+    Chapters 3, 4, 12."""
     seq = check_positive_int("seq", seq)
     headroom = check_fraction("headroom", headroom)
     gpus_per_node = check_positive_int("gpus_per_node", gpus_per_node)
     method = check_choice("method", method, METHODS)
     if "dp" in kwargs:
         raise InvalidValueError("dp", kwargs["dp"], "is what min_gpus_for_training solves for; not a keyword")
-    if tp is not None:
-        tp = check_positive_int("tp", tp)
-    if pp is not None:
-        pp = check_positive_int("pp", pp)
+    tp, pp = (kwargs.pop(k, 1) for k in ("tp", "pp"))
+    tp, pp = (None if x is None else check_positive_int(k, x) for k, x in (("tp", tp), ("pp", pp)))
     if tp is None or pp is None:
-        return _min_gpus_any_layout(model, gpu, seq, method, zero, tp, pp, headroom, gpus_per_node, kwargs)
+        options = dict(method=method, zero=zero, headroom=headroom, **kwargs)
+        return _min_gpus_any_layout(get_model(model), gpu, seq, tp, pp, gpus_per_node, options)
     spec = get_model(model)
     card = gpu if isinstance(gpu, GPU) else get_gpu(gpu)
     plan_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in ParallelPlan.__dataclass_fields__}
@@ -938,8 +951,10 @@ def min_gpus_for_training(model: ModelSpec | str, gpu: GPU | str, seq: int = 204
     return MinGpus(spec.name, need * tp * pp, need, memory(need), below, card.memory_bytes)
 
 
-def _min_gpus_any_layout(model, gpu, seq, method, zero, tp, pp, headroom, gpus_per_node, kwargs) -> MinGpus:
-    spec = get_model(model)
+def _min_gpus_any_layout(spec: ModelSpec, gpu, seq: int, tp: int | None, pp: int | None, gpus_per_node: int,
+                         options: dict) -> MinGpus:
+    """min_gpus_for_training over the layouts (``tp`` / ``pp`` None: every size), fewest GPUs first, then the
+    smallest tp x pp; ``options``: the call's method, zero, headroom and other keywords."""
     ok_tp = PL.allowed_tp(spec.n_heads, spec.n_kv_heads)
     tps = [tp] if tp is not None else [x for x in ok_tp if gpus_per_node % x == 0]
     pps = [pp] if pp is not None else list(range(1, spec.n_layers + 1))
@@ -948,19 +963,18 @@ def _min_gpus_any_layout(model, gpu, seq, method, zero, tp, pp, headroom, gpus_p
     for t_, p_ in layouts:
         if best is not None and best.n_gpus and t_ * p_ >= best.n_gpus:
             break
-        if method != "full" and (t_ > 1 or p_ > 1):
+        if options["method"] != "full" and (t_ > 1 or p_ > 1):
             continue
-        kw = dict(kwargs)
+        kw = dict(options)
         if t_ == 1:  # sequence parallelism (asked for the TP layouts) needs tp > 1
             kw.pop("sequence_parallel", None)
-        r = min_gpus_for_training(spec, gpu, seq, method=method, zero=zero, tp=t_, pp=p_, headroom=headroom, **kw)
+        r = min_gpus_for_training(spec, gpu, seq, tp=t_, pp=p_, **kw)
         if r.n_gpus and (best is None or not best.n_gpus or r.n_gpus < best.n_gpus):
             best = r
         elif best is None:
             best = r
     if best is None:  # every layout skipped (LoRA/QLoRA with tp or pp > 1): let the plan say why, in one line
-        return min_gpus_for_training(spec, gpu, seq, method=method, zero=zero, tp=tps[0], pp=pps[0], headroom=headroom,
-                                     **kwargs)
+        return min_gpus_for_training(spec, gpu, seq, tp=tps[0], pp=pps[0], **options)
     return best
 
 
