@@ -13,8 +13,6 @@ NUMERIC_CORE = ("core", "catalog", "memory", "plans", "solve", "serve")
 MAX_LINES, MAX_PARAMS = 60, 8
 
 WAITING = {
-    "catalog/models.py:_checkpoint_format",
-    "catalog/models.py:_from_hf_config",
     "memory/activations.py:activation_bytes",
     "memory/activations.py:recompute_note",
     "memory/inference.py:inference_memory",
