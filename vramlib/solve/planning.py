@@ -9,7 +9,8 @@ inverse questions (the largest model a cluster trains, the fewest GPUs a model n
   x PP (dividing the
   rest, at most one stage per layer) x DP, ZeRO stage, recompute level, micro-batch size (and so the number of
   micro-batches for the global batch), keeps the plans whose fullest GPU fits under the safety margin and ranks
-  them by the throughput model below. Vectorised: the memory and time expressions are the sympy expressions of
+  them by the throughput model below. What it enumerates and how it judges is one :class:`PlanSpace` (or its
+  fields as keywords). Vectorised: the memory and time expressions are the sympy expressions of
   :mod:`vramlib.parallel` and this module, lambdified once with ``modules="numpy"``.
 * :func:`largest_trainable_model` and :func:`min_gpus_for_training`: bisection over a model family's scale
   index, and the closed form of ``sympy.solve`` (formulas.MIN_GPUS) for the data-parallel size; each answer
