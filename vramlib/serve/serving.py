@@ -466,14 +466,14 @@ class ServingConfig(Settings):
         if not isinstance(self.cuda_graphs, bool) and type(self.cuda_graphs).__name__ != "bool_":
             raise InvalidValueError("cuda_graphs", self.cuda_graphs, "must be True or False")
         fix("cuda_graphs", bool(self.cuda_graphs))
-        self.memory_bytes(self.tp)  # parses (checks) every size
+        self.memory_bytes()  # parses (checks) every size
 
-    def memory_bytes(self, tp: int) -> dict[str, int]:
+    def memory_bytes(self) -> dict[str, int]:
         """The estimated memory fields in bytes (NCCL only when ``tp > 1``, the graph pool only with CUDA graphs;
         ``activation_peak`` absent when it is to be estimated)."""
         out = {name: parse_memory(getattr(self, name), field=name) for name in _MEMORY_FIELDS
                if not (name == "activation_peak" and self.activation_peak is None)}
-        out["nccl_memory"] *= tp > 1
+        out["nccl_memory"] *= self.tp > 1
         out["cuda_graph_memory"] *= self.cuda_graphs
         return out
 
@@ -502,7 +502,7 @@ def serving_kv_capacity(m: ModelSpec | str, gpu: str | GPU, config: ServingConfi
     cfg = ServingConfig.build("serving_kv_capacity", config, settings, field="config", also=("m", "gpu", "config"))
     _check_tp(mm, cfg.tp)
     kv_name = _kv_dtype(cfg.kv_dtype, cfg.weights, card)
-    mem = cfg.memory_bytes(cfg.tp)
+    mem = cfg.memory_bytes()
     if mem["driver_reserved"] >= card.memory_bytes:
         raise InvalidValueError("driver_reserved", cfg.driver_reserved,
                                 f"must be below the card's {fmt_bytes(card.memory_bytes)}")
