@@ -13,24 +13,12 @@ NUMERIC_CORE = ("core", "catalog", "memory", "plans", "solve", "serve")
 MAX_LINES, MAX_PARAMS = 60, 8
 
 WAITING = {
-    "catalog/models.py:_checkpoint_format",
-    "catalog/models.py:_from_hf_config",
     "memory/activations.py:activation_bytes",
     "memory/activations.py:recompute_note",
     "memory/inference.py:inference_memory",
     "memory/training.py:training_memory",
     "plans/parallel.py:plan_memory",
     "plans/parallel.py:zero_model_states",
-    "serve/serving.py:crossover_batch",
-    "serve/serving.py:roofline",
-    "serve/serving.py:serving_kv_capacity",
-    "solve/planning.py:_min_gpus_any_layout",
-    "solve/planning.py:balance_pipeline",
-    "solve/planning.py:largest_trainable_model",
-    "solve/planning.py:min_gpus_for_training",
-    "solve/planning.py:search_plans",
-    "solve/recommend.py:recommend_gpus",
-    "solve/rules_of_thumb.py:implied_coefficient",
 }
 
 

@@ -7,6 +7,7 @@ The count of cases is what the closing note of issue 10 reports (``pytest --coll
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 
@@ -74,6 +75,10 @@ BASE: dict[str, tuple[tuple, dict]] = {
     "design_levers": ((M7, A100, 4096), dict(kv_heads=(8,))),
     "equal_params_shape": ((M7,), dict(hidden=3072)),
     "evaluate_design": ((M7, A100, 4096), {}),
+    # the settings classes, swept as constructors too
+    "PlanSpace": ((), {}),
+    "ServingConfig": ((), {}),
+    "Efficiency": ((), {}),
 }
 """Functions left out of the argument sweep: no arguments, or plotting/figure helpers whose arguments are
 objects the library itself made (they are swept through the functions that make them)."""
@@ -90,6 +95,33 @@ MAYBE = {"zero": 0, "negative": -1, "huge": 10**30, "half": 0.5, "none": None, "
          "empty": "", "bigfloat": 1e300, "negfloat": -2.5}
 
 FREE_TEXT = {"field", "title", "label", "setting", "caption", "lever"}  # arguments that are labels, any text
+
+SETTINGS = {"search_plans": "PlanSpace", "serving_kv_capacity": "ServingConfig", "roofline": "Efficiency"}
+"""Functions that take a settings object and its fields as keywords (``**settings``): the sweep feeds every field
+of the settings class through those keywords, as it does for the named arguments."""
+THROUGH_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "balance_pipeline": ("moe_layers",),
+    "largest_trainable_model": ("tp", "pp"),
+    "min_gpus_for_training": ("tp", "pp"),
+    "recommend_gpus": ("fewest_only", "include_unfit", "require_features"),
+    "implied_coefficient": ("tp", "sequence_parallel"),
+}
+"""Other arguments that arrive through a function's ``**kwargs`` and are its own to check: swept the same way."""
+
+
+def _swept_arguments(name: str) -> list[str]:
+    """The arguments of ``name`` the sweep feeds bad values to: its signature's named arguments, then the fields
+    of its settings class and the keywords of THROUGH_KEYWORDS."""
+    sig = inspect.signature(getattr(vl, name))
+    names = [p.name for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    extra = [f.name for f in dataclasses.fields(getattr(vl, SETTINGS[name]))] if name in SETTINGS else []
+    return names + [n for n in extra + list(THROUGH_KEYWORDS.get(name, ())) if n not in names]
+
+
+def test_settings_keywords_reach_the_function():
+    for name in {**SETTINGS, **THROUGH_KEYWORDS}:
+        kinds = [p.kind for p in inspect.signature(getattr(vl, name)).parameters.values()]
+        assert inspect.Parameter.VAR_KEYWORD in kinds, f"{name} takes no **keywords: sweep its arguments directly"
 
 
 def _functions():
@@ -110,21 +142,16 @@ def test_baseline_calls_work(name):
 
 def _cases():
     for name in sorted(BASE):
-        fn = getattr(vl, name)
-        sig = inspect.signature(fn)
-        args, kwargs = BASE[name]
-        params = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-        for i, p in enumerate(params):
-            if p.name in FREE_TEXT:
+        for i, pname in enumerate(_swept_arguments(name)):
+            if pname in FREE_TEXT:
                 continue
             for label, value in {**NEVER, **MAYBE}.items():
-                yield pytest.param(name, i, p.name, label, value, id=f"{name}-{p.name}-{label}")
+                yield pytest.param(name, i, pname, label, value, id=f"{name}-{pname}-{label}")
         yield pytest.param(name, -1, "unknown keyword", "kwarg", None, id=f"{name}-unknown-kwarg")
 
 
 def _call(name, index, pname, value):
     fn = getattr(vl, name)
-    sig = inspect.signature(fn)
     args, kwargs = BASE[name]
     args, kwargs = list(args), dict(kwargs)
     if index < 0:

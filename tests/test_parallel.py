@@ -482,6 +482,25 @@ def test_search_1024_gpus_is_vectorised(monkeypatch):
     assert best.n_gpus == 1024 and best.tp == 8 and best.pp >= 8      # 175B needs all of a node's NVLink for TP
 
 
+def test_plan_space_is_the_keywords():
+    kw = dict(seq=1024, global_batch=64, convention="source-12", zero_stages=(1, 3), recompute="full", top=3)
+    by_keywords = Q.search_plans("llama-2-7b", "a100-80gb", 8, **kw)
+    space = vl.PlanSpace(**kw)
+    assert space.recompute == ("full",) and space.zero_stages == (1, 3)      # normalised when built
+    rows = [(r.plan, r.peak_bytes, r.tokens_per_s) for r in by_keywords.plans]
+    for res in (Q.search_plans("llama-2-7b", "a100-80gb", 8, space=space),
+                Q.search_plans("llama-2-7b", "a100-80gb", 8, 1024, 64, space=space.with_(seq=4096, global_batch=8)),
+                Q.search_plans("llama-2-7b", "a100-80gb", 8, space=vl.PlanSpace(top=3), **{**kw, "top": 3})):
+        assert [(r.plan, r.peak_bytes, r.tokens_per_s) for r in res.plans] == rows
+        assert (res.n_candidates, res.n_fitting) == (by_keywords.n_candidates, by_keywords.n_fitting)
+    with pytest.raises(vl.UnknownNameError, match="did you mean 'zero_stages'"):
+        Q.search_plans("llama-2-7b", "a100-80gb", 8, zero_stagse=(1,))
+    with pytest.raises(vl.UnknownNameError, match="PlanSpace.*did you mean 'micro_batches'"):
+        vl.PlanSpace(micro_batch=(1,))
+    with pytest.raises(vl.InvalidValueError, match="space"):
+        Q.search_plans("llama-2-7b", "a100-80gb", 8, space=dict(top=3))
+
+
 def test_search_results_fit_exactly_and_are_ranked():
     res = Q.search_plans("llama-2-70b", "h100-sxm-80gb", 64, 4096, 512, top=40)
     cap = vl.get_gpu("h100-sxm-80gb").memory_bytes

@@ -282,3 +282,32 @@ def test_serving_panel_builds():
     from vramlib.present.widgets.serving import serving_panel
     box = serving_panel("llama-3.1-8b")
     assert "blocks" in box.children[-1].value
+
+
+def test_serving_config_is_the_keywords():
+    knobs = dict(gpu_memory_utilization=0.95, tp=2, block_size=32, kv_dtype="fp8", max_model_len=8192)
+    by_keywords = vl.serving_kv_capacity("llama-3.1-70b", "h100-sxm-80gb", **knobs)
+    config = vl.ServingConfig(**knobs)
+    assert vl.serving_kv_capacity("llama-3.1-70b", "h100-sxm-80gb", config) == by_keywords
+    # keywords on top of a config replace its fields
+    assert vl.serving_kv_capacity("llama-3.1-70b", "h100-sxm-80gb", config.with_(tp=4)) == \
+        vl.serving_kv_capacity("llama-3.1-70b", "h100-sxm-80gb", config, tp=4)
+    with pytest.raises(vl.UnknownNameError, match="did you mean 'block_size'"):
+        vl.serving_kv_capacity("llama-3.1-8b", "a100-80gb", block_sise=32)
+    with pytest.raises(vl.UnknownNameError, match="ServingConfig.*did you mean 'max_num_seqs'"):
+        vl.ServingConfig(max_num_seq=8)
+    with pytest.raises(vl.InvalidValueError, match="config"):
+        vl.serving_kv_capacity("llama-3.1-8b", "a100-80gb", {"tp": 2})
+    with pytest.raises(vl.VramlibError, match="block_size"):
+        vl.ServingConfig(block_size=12)
+
+
+def test_efficiency_is_the_keywords():
+    speed = dict(mfu=0.4, mbu=0.8, tp_overhead=0.1)
+    r = vl.roofline("llama-2-70b", "a100-80gb", batch=16, tp=4, **speed)
+    assert vl.roofline("llama-2-70b", "a100-80gb", batch=16, tp=4, efficiency=vl.Efficiency(**speed)) == r
+    assert S.crossover_batch("llama-2-70b", "a100-80gb", tp=4, efficiency=vl.Efficiency(**speed)) == r.crossover_batch
+    with pytest.raises(vl.UnknownNameError, match="did you mean 'context'"):
+        vl.roofline("llama-2-7b", "a100-80gb", contxt=512)
+    with pytest.raises(vl.InvalidValueError, match="mbu"):
+        vl.Efficiency(mbu=1.5)

@@ -9,7 +9,7 @@ normalises stored notebooks without re-executing them (``--check``: only report)
 The normal form:
 
 * no widget state (``metadata.widgets``): the static book never shows a widget view (``_config.yml``, and
-  ``vramlib.sphinxext`` drops the state), nbval does not compare widget views, and the state repeated every
+  ``vramlib.web.sphinxext`` drops the state), nbval does not compare widget views, and the state repeated every
   number of every panel (plus a model per layout and style) in an order that changed between runs;
 * no volatile metadata: the notebook's ``papermill``/``vscode`` blocks and ``language_info.version`` (the
   Python of whoever refreshed); a cell's ``execution``/``ExecuteTime``/``papermill`` timings and the UI's

@@ -6,6 +6,7 @@ Used in: every chapter.
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, fields, replace
 from functools import cached_property, lru_cache
@@ -423,6 +424,41 @@ def _parse_json(text: str, src: str) -> Any:
 
 
 def _from_hf_config(config: str | Path | Mapping[str, Any], name: str | None) -> ModelSpec:
+    cfg, src = _config_mapping(config, name)
+    r = _Reader(cfg, src)
+    family = _config_family(r)
+    hidden, layers, heads, size_keys = _config_sizes(r, family)
+    vocab = r.integer("vocab_size")
+    checkpoint = _checkpoint_format(cfg, src)
+    head_dim_of = functools.partial(_derived_head_dim, hidden, heads, f"{size_keys[0]}/{size_keys[2]}", src)
+    if family in _HEADS_MUST_DIVIDE:
+        head_dim_of()
+    if family in _LLAMA_LIKE:
+        kv, head_dim, ffn, kw = _llama_like_layers(r, family, layers, heads, head_dim_of)
+    elif family == "falcon":
+        kv, head_dim, ffn, kw = _falcon_layers(r, hidden, heads, head_dim_of)
+    elif family == "gpt_neox":
+        kv, head_dim, ffn, kw = _gpt_neox_layers(r, heads, head_dim_of)
+    else:
+        kv, head_dim, ffn, kw = _gpt2_layers(r, hidden, heads, head_dim_of)
+    if heads % kv:
+        raise ConfigError("num_key_value_heads", f"{kv} does not divide num_attention_heads={heads} "
+                          f"(allowed: {_divisors(heads)})", source=src)
+    if family == "gpt2":
+        max_ctx = kw["learned_positions"]
+    else:
+        max_ctx = r.integer("max_position_embeddings", default=_MAX_POS_DEFAULT[family])
+    label, source = _config_label(r, name)
+    try:
+        return ModelSpec(name=label or family, n_layers=layers, hidden=hidden, n_heads=heads, n_kv_heads=kv,
+                         head_dim=head_dim, ffn=ffn, vocab=vocab, max_context=max_ctx, family=family, source=source,
+                         checkpoint_format=checkpoint, **kw)
+    except VramlibError as e:
+        raise ConfigError(getattr(e, "field", "config"), str(e), source=src) from None
+
+
+def _config_mapping(config: str | Path | Mapping[str, Any], name: str | None) -> tuple[dict, str]:
+    """The config as a dict and where it came from ("config" for a dict); one-line errors for anything else."""
     if name is not None and not isinstance(name, str):
         raise InvalidValueError("name", name, "must be a string or None")
     src = "config"
@@ -438,21 +474,28 @@ def _from_hf_config(config: str | Path | Mapping[str, Any], name: str | None) ->
     if not isinstance(cfg, Mapping):
         kind = {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(cfg), "number")
         raise ConfigError("config", f"must be a JSON object {{...}}, got a JSON {kind}", source=src)
-    cfg = dict(cfg)
-    r = _Reader(cfg, src)
-    mt = cfg.get("model_type")
+    return dict(cfg), src
+
+
+def _config_family(r: _Reader) -> str:
+    """The architecture family from ``model_type`` (RefinedWeb* reads as Falcon); refused when not modelled."""
+    mt = r.cfg.get("model_type")
     if mt is None:
         raise r.error("model_type", "missing; cannot tell the architecture")
     if not isinstance(mt, str):
         raise r.error("model_type", f"must be a string such as 'llama', got {_short(mt)}")
     if mt not in _FAMILIES:
-        raise UnknownNameError(f"{src}: model_type", mt, _FAMILIES)
+        raise UnknownNameError(f"{r.src}: model_type", mt, _FAMILIES)
     family = "falcon" if mt.startswith("Refined") else mt
     if family == "qwen3":
         raise r.error("model_type", "qwen3: the per-head q_norm/k_norm weights (2 x head_dim per layer) are not "
                                     "modelled yet")
+    return family
 
-    # --- sizes every family has (GPT-2 and Falcon's older names: GPT2Config.attribute_map, FalconConfig n_embed,
+
+def _config_sizes(r: _Reader, family: str) -> tuple[int, int, int, tuple[str, str, str]]:
+    """Hidden size, layers and heads, and the keys they were read under (hidden, layers, heads)."""
+    # sizes every family has (GPT-2 and Falcon's older names: GPT2Config.attribute_map, FalconConfig n_embed,
     # RefinedWeb remote-code n_layer / n_head / n_head_kv)
     hidden_keys = {"gpt2": ("n_embd", "hidden_size"), "falcon": ("hidden_size", "n_embed")}.get(
         family, ("hidden_size",))
@@ -465,130 +508,135 @@ def _from_hf_config(config: str | Path | Mapping[str, Any], name: str | None) ->
     heads = r.integer(*head_keys)
     # Other families' names for the same sizes are not read (transformers ignores them), but a config that states
     # two different hidden sizes is contradictory, not silently resolved.
+    cfg, read = r.cfg, hidden_keys + layer_keys + head_keys
     for keys, value in ((("n_embd", "n_embed", "d_model"), hidden), (("n_layer", "num_layers"), layers),
                         (("n_head",), heads)):
         for k in keys:
             other = cfg.get(k)
-            if other is not None and other != value and k not in hidden_keys + layer_keys + head_keys:
-                first = next(x for x in hidden_keys + layer_keys + head_keys if cfg.get(x) is not None
-                             and cfg.get(x) == value)
+            if other is not None and other != value and k not in read:
+                first = next(x for x in read if cfg.get(x) is not None and cfg.get(x) == value)
                 raise ConfigError(f"{first}/{k}", f"contradictory values {first}={value}, {k}={_short(other)}",
-                                  source=src)
-    vocab = r.integer("vocab_size")
-    checkpoint = _checkpoint_format(cfg, src)
+                                  source=r.src)
+    return hidden, layers, heads, (hidden_keys[0], layer_keys[0], head_keys[0])
 
-    def derived_head_dim() -> int:
-        if hidden % heads:
-            raise ConfigError(f"{hidden_keys[0]}/{head_keys[0]}", f"hidden size {hidden} is not divisible by "
-                              f"{heads} attention heads, so head_dim = hidden / heads is not a whole number "
-                              f"(e.g. heads {_divisors_near(hidden, heads)})", source=src)
-        return hidden // heads
 
-    if family in _HEADS_MUST_DIVIDE:
-        derived_head_dim()
-    kw: dict[str, Any] = {}
-    if family in _LLAMA_LIKE:
-        if family in _KV_CONSTANT:
-            kv = r.integer("num_key_value_heads", why=f"transformers' {family} config would default it to "
-                           f"{_KV_CONSTANT[family]} (its reference model), not num_attention_heads; give it")
-        else:
-            kv = r.integer("num_key_value_heads", default=heads)
-        if family in _HEAD_DIM_CONSTANT:
-            head_dim = r.integer("head_dim", why=f"transformers' {family} config would default it to "
-                                 f"{_HEAD_DIM_CONSTANT[family]}, not hidden_size / num_attention_heads; give it")
-        else:
-            head_dim = r.integer("head_dim", default=None)
-            head_dim = derived_head_dim() if head_dim is None else head_dim
-        tied = r.flag("tie_word_embeddings", default=_TIED_DEFAULT.get(family, False))
-        # Biases, as each modeling file builds them: Llama/Yi/Gemma/Gemma-2 q, k, v and o follow attention_bias
-        # (and Llama's MLP mlp_bias); Qwen2 always has q/k/v biases and none on o; Qwen2-MoE's q/k/v follow
-        # qkv_bias (default true); Mistral, Mixtral and Phi-3 build no biases whatever the config says.
-        qkv_bias = out_bias = mlp_bias = False
-        if family in ("llama", "yi", "gemma", "gemma2"):
-            qkv_bias = out_bias = r.flag("attention_bias", default=False)
-        if family in ("llama", "yi"):
-            mlp_bias = r.flag("mlp_bias", default=False)
-        if family == "qwen2":
-            qkv_bias = True
-        ffn = None
-        if family == "qwen2_moe":
-            qkv_bias = r.flag("qkv_bias", default=True)
-            ffn = _qwen2_moe_dense_ffn(r, layers)
-        if ffn is None:
-            ffn = r.integer("intermediate_size", why="the MLP width is not guessed")
-        kw.update(gated_mlp=True, qkv_bias=qkv_bias, attn_out_bias=out_bias, mlp_bias=mlp_bias, tied_embeddings=tied,
-                  norms_per_layer=4 if family == "gemma2" else 2,
-                  fused_qkv=family == "phi3", fused_gate_up=family == "phi3")
-        if family == "mixtral":  # MixtralConfig.attribute_map: num_experts -> num_local_experts
-            n_exp = r.integer("num_local_experts", "num_experts",
-                              why="a Mixtral without its expert count is not read as dense (transformers' "
-                                  "MixtralConfig would default it to 8)")
-            k_exp = r.integer("num_experts_per_tok", why="transformers' MixtralConfig would default it to 2")
-            if k_exp > n_exp:
-                raise r.error("num_experts_per_tok", f"{k_exp} is more than num_local_experts={n_exp}")
-            kw.update(n_experts=n_exp, experts_per_token=k_exp)
-    elif family == "falcon":
-        new_arch = r.flag("new_decoder_architecture", default=False)
-        multi_query = r.flag("multi_query", default=True)
-        if r.flag("alibi", default=False):
-            raise r.error("alibi", "ALiBi Falcon variants are not modelled")
-        head_dim = derived_head_dim()
-        # FalconAttention: the new architecture has num_kv_heads K/V heads (null -> heads), the old one 1 (multi-query)
-        # or num_attention_heads.
-        if new_arch:
-            kv = r.integer("num_kv_heads", "n_head_kv", default=heads)
-        else:
-            kv = 1 if multi_query else heads
-        ffn = r.integer("ffn_hidden_size", default=4 * hidden)
-        bias = r.flag("bias", default=False)
-        parallel = r.flag("parallel_attn", default=True)
-        # FalconDecoderLayer: two LayerNorms unless parallel_attn, where num_ln_in_parallel_attn (null -> 2 for the
-        # new architecture) picks ln_attn + ln_mlp (2) or one input_layernorm (anything else; only 1 or 2 are read).
-        n_ln = r.integer("num_ln_in_parallel_attn", default=2 if new_arch else 1)
-        if n_ln not in (1, 2):
-            raise r.error("num_ln_in_parallel_attn", f"got {n_ln}; must be 1 or 2")
-        kw.update(gated_mlp=False, qkv_bias=bias, attn_out_bias=bias, mlp_bias=bias,
-                  tied_embeddings=r.flag("tie_word_embeddings", default=True), norm="layernorm",
-                  norms_per_layer=2 if not parallel else n_ln, fused_qkv=True)
-    elif family == "gpt_neox":
-        kv, head_dim = heads, derived_head_dim()
-        ffn = r.integer("intermediate_size", why="transformers' GPTNeoXConfig would default it to 24576 "
-                                                 "(GPT-NeoX-20B's), not 4 x hidden; give it")
-        bias = r.flag("attention_bias", default=True)
-        kw.update(gated_mlp=False, qkv_bias=bias, attn_out_bias=bias, mlp_bias=True,
-                  tied_embeddings=r.flag("tie_word_embeddings", default=False), norm="layernorm", fused_qkv=True)
-    else:  # gpt2
-        kv, head_dim = heads, derived_head_dim()
-        ffn = r.integer("n_inner", default=4 * hidden)  # GPT2MLP: n_inner if not None else 4 * n_embd
-        if r.flag("add_cross_attention", default=False):
-            raise r.error("add_cross_attention", "true adds cross-attention blocks, which are not modelled")
-        positions = r.integer("n_positions", "max_position_embeddings",
-                              why="GPT-2's learned position table is counted from it")
-        kw.update(gated_mlp=False, qkv_bias=True, attn_out_bias=True, mlp_bias=True,
-                  tied_embeddings=r.flag("tie_word_embeddings", default=True), norm="layernorm",
-                  learned_positions=positions, fused_qkv=True)
-    if heads % kv:
-        raise ConfigError("num_key_value_heads", f"{kv} does not divide num_attention_heads={heads} "
-                          f"(allowed: {_divisors(heads)})", source=src)
-    if family == "gpt2":
-        max_ctx = kw["learned_positions"]
+def _derived_head_dim(hidden: int, heads: int, field: str, src: str) -> int:
+    """hidden / heads, refused (naming ``field``, with nearby head counts) when it is not a whole number."""
+    if hidden % heads:
+        raise ConfigError(field, f"hidden size {hidden} is not divisible by {heads} attention heads, so head_dim = "
+                          f"hidden / heads is not a whole number (e.g. heads {_divisors_near(hidden, heads)})",
+                          source=src)
+    return hidden // heads
+
+
+def _llama_like_layers(r: _Reader, family: str, layers: int, heads: int, head_dim_of) -> tuple[int, int, int, dict]:
+    """KV heads, head dim, MLP width and the other ModelSpec fields of a Llama-like family (gated MLP, RMSNorm)."""
+    if family in _KV_CONSTANT:
+        kv = r.integer("num_key_value_heads", why=f"transformers' {family} config would default it to "
+                       f"{_KV_CONSTANT[family]} (its reference model), not num_attention_heads; give it")
     else:
-        max_ctx = r.integer("max_position_embeddings", default=_MAX_POS_DEFAULT[family])
-    label = name
+        kv = r.integer("num_key_value_heads", default=heads)
+    if family in _HEAD_DIM_CONSTANT:
+        head_dim = r.integer("head_dim", why=f"transformers' {family} config would default it to "
+                             f"{_HEAD_DIM_CONSTANT[family]}, not hidden_size / num_attention_heads; give it")
+    else:
+        head_dim = r.integer("head_dim", default=None)
+        head_dim = head_dim_of() if head_dim is None else head_dim
+    tied = r.flag("tie_word_embeddings", default=_TIED_DEFAULT.get(family, False))
+    # Biases, as each modeling file builds them: Llama/Yi/Gemma/Gemma-2 q, k, v and o follow attention_bias
+    # (and Llama's MLP mlp_bias); Qwen2 always has q/k/v biases and none on o; Qwen2-MoE's q/k/v follow
+    # qkv_bias (default true); Mistral, Mixtral and Phi-3 build no biases whatever the config says.
+    qkv_bias = out_bias = mlp_bias = False
+    if family in ("llama", "yi", "gemma", "gemma2"):
+        qkv_bias = out_bias = r.flag("attention_bias", default=False)
+    if family in ("llama", "yi"):
+        mlp_bias = r.flag("mlp_bias", default=False)
+    if family == "qwen2":
+        qkv_bias = True
+    ffn = None
+    if family == "qwen2_moe":
+        qkv_bias = r.flag("qkv_bias", default=True)
+        ffn = _qwen2_moe_dense_ffn(r, layers)
+    if ffn is None:
+        ffn = r.integer("intermediate_size", why="the MLP width is not guessed")
+    kw = dict(gated_mlp=True, qkv_bias=qkv_bias, attn_out_bias=out_bias, mlp_bias=mlp_bias, tied_embeddings=tied,
+              norms_per_layer=4 if family == "gemma2" else 2,
+              fused_qkv=family == "phi3", fused_gate_up=family == "phi3")
+    if family == "mixtral":  # MixtralConfig.attribute_map: num_experts -> num_local_experts
+        n_exp = r.integer("num_local_experts", "num_experts",
+                          why="a Mixtral without its expert count is not read as dense (transformers' "
+                              "MixtralConfig would default it to 8)")
+        k_exp = r.integer("num_experts_per_tok", why="transformers' MixtralConfig would default it to 2")
+        if k_exp > n_exp:
+            raise r.error("num_experts_per_tok", f"{k_exp} is more than num_local_experts={n_exp}")
+        kw.update(n_experts=n_exp, experts_per_token=k_exp)
+    return kv, head_dim, ffn, kw
+
+
+def _falcon_layers(r: _Reader, hidden: int, heads: int, head_dim_of) -> tuple[int, int, int, dict]:
+    """Falcon (and RefinedWeb): KV heads by architecture, LayerNorms by parallel_attn, fused QKV."""
+    new_arch = r.flag("new_decoder_architecture", default=False)
+    multi_query = r.flag("multi_query", default=True)
+    if r.flag("alibi", default=False):
+        raise r.error("alibi", "ALiBi Falcon variants are not modelled")
+    head_dim = head_dim_of()
+    # FalconAttention: the new architecture has num_kv_heads K/V heads (null -> heads), the old one 1 (multi-query)
+    # or num_attention_heads.
+    if new_arch:
+        kv = r.integer("num_kv_heads", "n_head_kv", default=heads)
+    else:
+        kv = 1 if multi_query else heads
+    ffn = r.integer("ffn_hidden_size", default=4 * hidden)
+    bias = r.flag("bias", default=False)
+    parallel = r.flag("parallel_attn", default=True)
+    # FalconDecoderLayer: two LayerNorms unless parallel_attn, where num_ln_in_parallel_attn (null -> 2 for the
+    # new architecture) picks ln_attn + ln_mlp (2) or one input_layernorm (anything else; only 1 or 2 are read).
+    n_ln = r.integer("num_ln_in_parallel_attn", default=2 if new_arch else 1)
+    if n_ln not in (1, 2):
+        raise r.error("num_ln_in_parallel_attn", f"got {n_ln}; must be 1 or 2")
+    kw = dict(gated_mlp=False, qkv_bias=bias, attn_out_bias=bias, mlp_bias=bias,
+              tied_embeddings=r.flag("tie_word_embeddings", default=True), norm="layernorm",
+              norms_per_layer=2 if not parallel else n_ln, fused_qkv=True)
+    return kv, head_dim, ffn, kw
+
+
+def _gpt_neox_layers(r: _Reader, heads: int, head_dim_of) -> tuple[int, int, int, dict]:
+    """GPT-NeoX: multi-head attention, a LayerNorm MLP of intermediate_size, fused QKV."""
+    kv, head_dim = heads, head_dim_of()
+    ffn = r.integer("intermediate_size", why="transformers' GPTNeoXConfig would default it to 24576 "
+                                             "(GPT-NeoX-20B's), not 4 x hidden; give it")
+    bias = r.flag("attention_bias", default=True)
+    kw = dict(gated_mlp=False, qkv_bias=bias, attn_out_bias=bias, mlp_bias=True,
+              tied_embeddings=r.flag("tie_word_embeddings", default=False), norm="layernorm", fused_qkv=True)
+    return kv, head_dim, ffn, kw
+
+
+def _gpt2_layers(r: _Reader, hidden: int, heads: int, head_dim_of) -> tuple[int, int, int, dict]:
+    """GPT-2: multi-head attention, MLP n_inner (4 x hidden), a learned position table, no cross-attention."""
+    kv, head_dim = heads, head_dim_of()
+    ffn = r.integer("n_inner", default=4 * hidden)  # GPT2MLP: n_inner if not None else 4 * n_embd
+    if r.flag("add_cross_attention", default=False):
+        raise r.error("add_cross_attention", "true adds cross-attention blocks, which are not modelled")
+    positions = r.integer("n_positions", "max_position_embeddings",
+                          why="GPT-2's learned position table is counted from it")
+    kw = dict(gated_mlp=False, qkv_bias=True, attn_out_bias=True, mlp_bias=True,
+              tied_embeddings=r.flag("tie_word_embeddings", default=True), norm="layernorm",
+              learned_positions=positions, fused_qkv=True)
+    return kv, head_dim, ffn, kw
+
+
+def _config_label(r: _Reader, name: str | None) -> tuple[str | None, str]:
+    """The spec's name (``name``, else ``_name`` / ``_name_or_path``) and source (``_source``, else the file)."""
+    cfg, label = r.cfg, name
     for key in ("_name", "_name_or_path"):
         if label is None and cfg.get(key) is not None:
             if not isinstance(cfg[key], str):
                 raise r.error(key, f"must be a string, got {_short(cfg[key])}")
             label = cfg[key] or None
-    source = cfg.get("_source", src)
+    source = cfg.get("_source", r.src)
     if not isinstance(source, str):
         raise r.error("_source", f"must be a string, got {_short(source)}")
-    try:
-        return ModelSpec(name=label or family, n_layers=layers, hidden=hidden, n_heads=heads, n_kv_heads=kv,
-                         head_dim=head_dim, ffn=ffn, vocab=vocab, max_context=max_ctx, family=family, source=source,
-                         checkpoint_format=checkpoint, **kw)
-    except VramlibError as e:
-        raise ConfigError(getattr(e, "field", "config"), str(e), source=src) from None
+    return label, source
 
 
 def _qwen2_moe_dense_ffn(r: _Reader, layers: int) -> int | None:
@@ -637,100 +685,135 @@ def _checkpoint_format(cfg: Mapping[str, Any], src: str) -> str | None:
     if not isinstance(qc, Mapping):
         raise ConfigError("quantization_config", f"must be a JSON object, got {_short(qc)}", source=src)
     q = _Reader(qc, src, prefix="quantization_config.")
-    field = "quantization_config.quant_method"
+    method, load4, load8 = _quant_method(q)
+    if method == "gptq":
+        return _gptq_format(q)
+    if method == "awq":
+        return _awq_format(q)
+    if method == "bitsandbytes":
+        return _bitsandbytes_format(q, load4, load8)
+    raise _unpriced_method(method, src)
+
+
+_QUANT_FIELD = "quantization_config.quant_method"
+
+
+def _quant_method(q: _Reader) -> tuple[str, bool, bool]:
+    """``quant_method`` (bitsandbytes when load_in_4bit / load_in_8bit say so, as AutoQuantizationConfig.from_dict
+    reads them) and the two load flags."""
     load4 = q.flag("load_in_4bit", "_load_in_4bit", default=False)
     load8 = q.flag("load_in_8bit", "_load_in_8bit", default=False)
     method = q.text("quant_method", default=None)
-    # AutoQuantizationConfig.from_dict: load_in_4bit / load_in_8bit mean bitsandbytes, with or without quant_method.
     if load4 or load8:
         if method not in (None, "bitsandbytes"):
-            raise ConfigError(field, f"{method!r} contradicts load_in_{'4' if load4 else '8'}bit=true "
-                              "(a bitsandbytes setting)", source=src)
+            raise ConfigError(_QUANT_FIELD, f"{method!r} contradicts load_in_{'4' if load4 else '8'}bit=true "
+                              "(a bitsandbytes setting)", source=q.src)
         method = "bitsandbytes"
     if method is None:
-        raise ConfigError(field, f"missing; cannot tell the checkpoint's storage format (supported: "
-                          f"{_QUANT_SUPPORTED})", source=src)
+        raise ConfigError(_QUANT_FIELD, f"missing; cannot tell the checkpoint's storage format (supported: "
+                          f"{_QUANT_SUPPORTED})", source=q.src)
+    return method, load4, load8
 
-    def keeps_only_lm_head(*keys: str) -> None:
-        for key in keys:
-            mods = qc.get(key)
-            if mods is None or mods == []:
-                continue
-            if not isinstance(mods, list) or not all(isinstance(m, str) for m in mods):
-                raise q.error(key, f"must be a list of module names, got {_short(mods)}")
-            extra = [m for m in mods if m.split(".")[-1] not in _UNQUANTIZED_OK]
-            if extra:
-                raise q.error(key, f"keeps {_short(extra)} unquantized, which the precision catalogue's formats do "
-                                   "not model (they keep embeddings, lm_head, norms, biases and routers in 16 bits)")
 
-    def group_format(kind: str, bits: int, group: int, group_key: str, bits_key: str) -> str:
-        if bits not in (2, 3, 4, 8):
-            raise q.error(bits_key, f"got {bits}; the precision catalogue's {kind} formats take 2, 3, 4 or 8 bits")
-        if group == -1:
-            raise q.error(group_key, "-1 (one group per column) is not in the precision catalogue; its "
-                          f"{kind} formats need a group size such as 32, 64 or 128")
-        if group <= 0:
-            raise q.error(group_key, f"got {group}; must be a positive group size or -1")
-        return get_precision(f"{kind}-{bits}bit-g{group}", field=field).name
+def _keeps_only_lm_head(q: _Reader, *keys: str) -> None:
+    """The modules the checkpoint keeps unquantized (under ``keys``) must be ones the catalogue keeps in 16 bits."""
+    for key in keys:
+        mods = q.cfg.get(key)
+        if mods is None or mods == []:
+            continue
+        if not isinstance(mods, list) or not all(isinstance(m, str) for m in mods):
+            raise q.error(key, f"must be a list of module names, got {_short(mods)}")
+        extra = [m for m in mods if m.split(".")[-1] not in _UNQUANTIZED_OK]
+        if extra:
+            raise q.error(key, f"keeps {_short(extra)} unquantized, which the precision catalogue's formats do "
+                               "not model (they keep embeddings, lm_head, norms, biases and routers in 16 bits)")
 
-    def signed(key: str, *more: str, default: Any = _MISSING) -> int:  # group_size may be -1
-        return q.integer(key, *more, default=default, minimum=-(2**31))
 
-    if method == "gptq":  # GPTQConfig(bits, group_size=128, format="gptq"; legacy checkpoint_format)
-        bits = q.integer("bits", why="GPTQConfig has no default for it")
-        group = signed("group_size", default=128)
-        fmt = q.text("checkpoint_format", "format", default="gptq")
-        if fmt not in ("gptq", "gptq_v2"):
-            raise q.error("checkpoint_format", f"{fmt!r} packs differently from the catalogue's gptq formats "
-                                               "(supported: 'gptq', 'gptq_v2')")
-        for key in ("modules_in_block_to_quantize", "dynamic"):
-            if qc.get(key) not in (None, [], {}):
-                raise q.error(key, "quantizes only some modules, which the precision catalogue does not model")
-        keeps_only_lm_head("modules_to_not_convert")
-        return group_format("gptq", bits, group, "group_size", "bits")
-    if method == "awq":  # AwqConfig(bits=4, group_size=128, zero_point=True, format/version="gemm"); AutoAWQ w_bit
-        bits = q.integer("bits", "w_bit", default=4)
-        group = signed("group_size", "q_group_size", default=128)
-        if not q.flag("zero_point", default=True):
-            raise q.error("zero_point", "false (no zero points) is not in the precision catalogue, whose awq formats "
-                                        "store a zero point per group")
-        fmt = q.text("version", "format", default="gemm")
-        if fmt != "gemm":
-            raise q.error("version", f"{fmt!r} pads or packs differently from the catalogue's awq formats "
-                                     "(supported: 'gemm')")
-        keeps_only_lm_head("modules_to_not_convert")
-        return group_format("awq", bits, group, "group_size", "bits")
-    if method == "bitsandbytes":
-        if load4 and load8:  # BitsAndBytesConfig raises for both
-            raise ConfigError("quantization_config.load_in_4bit/load_in_8bit", "both are true; only one can be",
-                              source=src)
-        if load8:
-            raise q.error("load_in_8bit", "bitsandbytes 8-bit (LLM.int8: int8 weights, fp32 row scales, 16-bit "
-                          "embeddings) has no exact format in the precision catalogue, whose 'int8' stores every "
-                          "tensor in 8 bits; pass weights='int8' for that idealised figure (supported: "
-                          f"{_QUANT_SUPPORTED})")
-        if not load4:
-            raise q.error("load_in_4bit", "neither load_in_4bit nor load_in_8bit is true; cannot tell the storage")
-        qtype = q.text("bnb_4bit_quant_type", default="fp4")  # BitsAndBytesConfig default
-        if qtype not in ("nf4", "fp4"):
-            raise UnknownNameError(f"{src}: quantization_config.bnb_4bit_quant_type", qtype, ("nf4", "fp4"))
-        double = q.flag("bnb_4bit_use_double_quant", default=False)
-        keeps_only_lm_head("llm_int8_skip_modules", "modules_to_not_convert")
-        # FP4 and NF4 differ only in the 16-value code book: both store 4-bit codes in blocks of 64 with an fp32
-        # absmax (bitsandbytes quantize_4bit, blocksize 64), so both are priced as the catalogue's nf4 / nf4-dq.
-        return "nf4-dq" if double else "nf4"
+def _group_format(q: _Reader, kind: str, bits: int, group: int) -> str:
+    """The catalogue's ``{kind}-{bits}bit-g{group}`` format (bits 2, 3, 4 or 8; a positive group size)."""
+    if bits not in (2, 3, 4, 8):
+        raise q.error("bits", f"got {bits}; the precision catalogue's {kind} formats take 2, 3, 4 or 8 bits")
+    if group == -1:
+        raise q.error("group_size", "-1 (one group per column) is not in the precision catalogue; its "
+                      f"{kind} formats need a group size such as 32, 64 or 128")
+    if group <= 0:
+        raise q.error("group_size", f"got {group}; must be a positive group size or -1")
+    return get_precision(f"{kind}-{bits}bit-g{group}", field=_QUANT_FIELD).name
+
+
+def _signed(q: _Reader, key: str, *more: str, default: Any = _MISSING) -> int:
+    """An integer that may be negative (group_size may be -1)."""
+    return q.integer(key, *more, default=default, minimum=-(2**31))
+
+
+def _gptq_format(q: _Reader) -> str:
+    """GPTQConfig(bits, group_size=128, format="gptq"; legacy checkpoint_format), every module quantized."""
+    bits = q.integer("bits", why="GPTQConfig has no default for it")
+    group = _signed(q, "group_size", default=128)
+    fmt = q.text("checkpoint_format", "format", default="gptq")
+    if fmt not in ("gptq", "gptq_v2"):
+        raise q.error("checkpoint_format", f"{fmt!r} packs differently from the catalogue's gptq formats "
+                                           "(supported: 'gptq', 'gptq_v2')")
+    for key in ("modules_in_block_to_quantize", "dynamic"):
+        if q.cfg.get(key) not in (None, [], {}):
+            raise q.error(key, "quantizes only some modules, which the precision catalogue does not model")
+    _keeps_only_lm_head(q, "modules_to_not_convert")
+    return _group_format(q, "gptq", bits, group)
+
+
+def _awq_format(q: _Reader) -> str:
+    """AwqConfig(bits=4, group_size=128, zero_point=True, format/version="gemm"); AutoAWQ's w_bit, q_group_size."""
+    bits = q.integer("bits", "w_bit", default=4)
+    group = _signed(q, "group_size", "q_group_size", default=128)
+    if not q.flag("zero_point", default=True):
+        raise q.error("zero_point", "false (no zero points) is not in the precision catalogue, whose awq formats "
+                                    "store a zero point per group")
+    fmt = q.text("version", "format", default="gemm")
+    if fmt != "gemm":
+        raise q.error("version", f"{fmt!r} pads or packs differently from the catalogue's awq formats "
+                                 "(supported: 'gemm')")
+    _keeps_only_lm_head(q, "modules_to_not_convert")
+    return _group_format(q, "awq", bits, group)
+
+
+def _bitsandbytes_format(q: _Reader, load4: bool, load8: bool) -> str:
+    """bitsandbytes 4-bit: nf4 or nf4-dq (FP4 stores the same bytes); 8-bit has no exact format."""
+    if load4 and load8:  # BitsAndBytesConfig raises for both
+        raise ConfigError("quantization_config.load_in_4bit/load_in_8bit", "both are true; only one can be",
+                          source=q.src)
+    if load8:
+        raise q.error("load_in_8bit", "bitsandbytes 8-bit (LLM.int8: int8 weights, fp32 row scales, 16-bit "
+                      "embeddings) has no exact format in the precision catalogue, whose 'int8' stores every "
+                      "tensor in 8 bits; pass weights='int8' for that idealised figure (supported: "
+                      f"{_QUANT_SUPPORTED})")
+    if not load4:
+        raise q.error("load_in_4bit", "neither load_in_4bit nor load_in_8bit is true; cannot tell the storage")
+    qtype = q.text("bnb_4bit_quant_type", default="fp4")  # BitsAndBytesConfig default
+    if qtype not in ("nf4", "fp4"):
+        raise UnknownNameError(f"{q.src}: quantization_config.bnb_4bit_quant_type", qtype, ("nf4", "fp4"))
+    double = q.flag("bnb_4bit_use_double_quant", default=False)
+    _keeps_only_lm_head(q, "llm_int8_skip_modules", "modules_to_not_convert")
+    # FP4 and NF4 differ only in the 16-value code book: both store 4-bit codes in blocks of 64 with an fp32
+    # absmax (bitsandbytes quantize_4bit, blocksize 64), so both are priced as the catalogue's nf4 / nf4-dq.
+    return "nf4-dq" if double else "nf4"
+
+
+def _unpriced_method(method: str, src: str) -> ConfigError:
+    """The one-line refusal of a quantization method the catalogue has no exact format for (close matches for an
+    unknown name)."""
     if method in ("fp8", "fbgemm_fp8", "mxfp8"):
-        raise ConfigError(field, f"{method!r}: FP8 checkpoints keep embeddings and lm_head in 16 bits and carry "
-                          "scales, which the catalogue's fp8-e4m3 (every tensor in 8 bits) does not; not priced "
-                          f"as shipped (supported: {_QUANT_SUPPORTED})", source=src)
+        return ConfigError(_QUANT_FIELD, f"{method!r}: FP8 checkpoints keep embeddings and lm_head in 16 bits and "
+                           "carry scales, which the catalogue's fp8-e4m3 (every tensor in 8 bits) does not; not priced "
+                           f"as shipped (supported: {_QUANT_SUPPORTED})", source=src)
     if method in _QUANT_KNOWN:
-        raise ConfigError(field, f"{method!r} has no exact format in the precision catalogue (supported: "
-                          f"{_QUANT_SUPPORTED})", source=src)
+        return ConfigError(_QUANT_FIELD, f"{method!r} has no exact format in the precision catalogue (supported: "
+                           f"{_QUANT_SUPPORTED})", source=src)
     import difflib
 
     close = difflib.get_close_matches(method, _QUANT_KNOWN, n=3, cutoff=0.6)
     hint = f"did you mean {', '.join(repr(c) for c in close)}? " if close else ""
-    raise ConfigError(field, f"unknown method {_short(method)}; {hint}supported: {_QUANT_SUPPORTED}", source=src)
+    return ConfigError(_QUANT_FIELD, f"unknown method {_short(method)}; {hint}supported: {_QUANT_SUPPORTED}",
+                       source=src)
 
 
 # --- the catalogue ------------------------------------------------------------------------------------

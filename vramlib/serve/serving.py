@@ -30,9 +30,14 @@ cost) and 8 (the vLLM budget against nvidia-smi).
 
 What vLLM measures (activation peak, non-torch memory, CUDA graphs, CUDA context) this module
 estimates; see :data:`PUBLISHED_VLLM_PROFILES` for the published start-up logs it is checked against.
+
+Settings: :class:`ServingConfig` holds vLLM's flags and those estimates (``serving_kv_capacity(m, gpu, config)``
+or the same fields as keywords); :class:`Efficiency` the roofline's utilisations (``mfu``, ``mbu``,
+``tp_overhead``).
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -45,6 +50,7 @@ from ..memory.breakdown import Breakdown
 from ..core.errors import InvalidValueError, as_sequence, check_choice, check_number, check_positive_int
 from ..core.api import public_api
 from ..solve.feasibility import largest_fitting, max_tokens
+from ..solve.settings import Settings, param_names, settings_class
 from ..catalog.hardware import GPU, get_gpu
 from ..memory import inference as _tp_rule
 from ..memory.inference import kv_bytes_per_token, kv_heads_per_gpu, weights_bytes
@@ -54,9 +60,11 @@ from ..core.symbols import B, L, M, T, V, W, b_kv, d, e_att, f, n_kv
 from ..core.units import GiB, fmt_bytes, gb, gib, parse_memory
 
 __all__ = [
+    "Efficiency",
     "PUBLISHED_VLLM_PROFILES",
     "Roofline",
     "ServingCapacity",
+    "ServingConfig",
     "bits_per_weight",
     "cost_per_million_tokens",
     "crossover_batch",
@@ -314,13 +322,13 @@ def effective_precision(model: ModelSpec | str, weights: str):
                      f"{p.name} at the average bits it costs for {mm.name}", p.source)
 
 
-def _kv_dtype(kv_dtype: str, weights: str, card: GPU) -> str:
+def _kv_dtype(kv_dtype: str, weights: str, card: GPU | None) -> str:
     """vLLM's ``--kv-cache-dtype``: ``auto`` is the model's activation dtype; ``fp8`` means e4m3."""
     if not isinstance(kv_dtype, str):
         raise InvalidValueError("kv_dtype", kv_dtype, "give 'auto', 'fp8', 'fp8_e5m2' or a float format such as 'bf16'")
     key = kv_dtype.strip().lower()
     if key == "auto":
-        return _activation_dtype(weights, card)
+        return _activation_dtype(weights, card) if card is not None else "auto"  # no card: checked, not resolved
     name = _VLLM_KV_NAMES.get(key, key)
     kv_bytes_per_element(name)  # validates
     return get_precision(name).name
@@ -404,18 +412,86 @@ class ServingCapacity:
         return line + "."
 
 
-def serving_kv_capacity(m: ModelSpec | str, gpu: str | GPU, gpu_memory_utilization: float = 0.9, tp: int = 1,
-                        block_size: int = 16, max_num_batched_tokens: int = 8192, weights: str = "bf16",
-                        kv_dtype: str = "auto", request_tokens: int | None = None, cuda_graphs: bool = True,
-                        max_num_seqs: int = 256, max_model_len: int | None = None,
-                        cuda_graph_accounting: str = "budget", activation_peak: int | str | None = None,
-                        non_torch_memory: int | str = NON_TORCH_MEMORY, cuda_context: int | str = CUDA_CONTEXT,
-                        nccl_memory: int | str = NCCL_MEMORY, cuda_graph_memory: int | str = CUDA_GRAPH_MEMORY,
-                        driver_reserved: int | str = DRIVER_RESERVED,
-                        sampler_bytes_per_logit: float = SAMPLER_BYTES_PER_LOGIT) -> ServingCapacity:
+@settings_class
+@dataclass(frozen=True)
+class ServingConfig(Settings):
+    """vLLM's start-up settings and the memory it does not measure for :func:`serving_kv_capacity` (chapters 6, 8).
+
+    The engine flags: ``gpu_memory_utilization``, ``tp`` (tensor-parallel size), ``block_size``,
+    ``max_num_batched_tokens``, ``max_num_seqs``, ``max_model_len`` (None: the model's trained context),
+    ``weights`` (the checkpoint's format), ``kv_dtype`` (``--kv-cache-dtype``: "auto", "fp8", "fp8_e5m2" or a float
+    format), ``cuda_graphs`` (False: ``--enforce-eager``). ``request_tokens`` (None: ``max_model_len``) sets the
+    concurrency. ``cuda_graph_accounting``: "budget" (vLLM >= 0.21) or "headroom" (0.10-0.20). The estimates vLLM
+    measures at start-up (bytes or sizes such as "0.5GiB"): ``activation_peak`` (None: estimated),
+    ``non_torch_memory``, ``cuda_context``, ``nccl_memory`` (tp > 1), ``cuda_graph_memory``, ``driver_reserved``,
+    and ``sampler_bytes_per_logit`` (c_s). Each field is checked here (one line naming it); what depends on the
+    model or the card (tp against the KV heads, the driver's share of the card) is checked by the call.
+    """
+
+    gpu_memory_utilization: float = 0.9
+    tp: int = 1
+    block_size: int = 16
+    max_num_batched_tokens: int = 8192
+    weights: str = "bf16"
+    kv_dtype: str = "auto"
+    request_tokens: int | None = None
+    cuda_graphs: bool = True
+    max_num_seqs: int = 256
+    max_model_len: int | None = None
+    cuda_graph_accounting: str = "budget"
+    activation_peak: int | str | None = None
+    non_torch_memory: int | str = NON_TORCH_MEMORY
+    cuda_context: int | str = CUDA_CONTEXT
+    nccl_memory: int | str = NCCL_MEMORY
+    cuda_graph_memory: int | str = CUDA_GRAPH_MEMORY
+    driver_reserved: int | str = DRIVER_RESERVED
+    sampler_bytes_per_logit: float = SAMPLER_BYTES_PER_LOGIT
+
+    def __post_init__(self) -> None:
+        _utilization(self.gpu_memory_utilization)
+        fix = functools.partial(object.__setattr__, self)
+        fix("tp", check_positive_int("tp", self.tp))
+        fix("block_size", check_choice("block_size", self.block_size, VLLM_BLOCK_SIZES))
+        fix("max_num_batched_tokens", check_positive_int("max_num_batched_tokens", self.max_num_batched_tokens))
+        fix("max_num_seqs", check_positive_int("max_num_seqs", self.max_num_seqs))
+        fix("cuda_graph_accounting", check_choice("cuda_graph_accounting", self.cuda_graph_accounting,
+                                                  GRAPH_ACCOUNTING))
+        for name in ("max_model_len", "request_tokens"):
+            if getattr(self, name) is not None:
+                fix(name, check_positive_int(name, getattr(self, name)))
+        fix("weights", get_precision(self.weights, field="weights").name)
+        _kv_dtype(self.kv_dtype, self.weights, None)
+        if _sampler_bytes(self.sampler_bytes_per_logit) <= 0:
+            raise InvalidValueError("sampler_bytes_per_logit", self.sampler_bytes_per_logit, "must be positive")
+        if not isinstance(self.cuda_graphs, bool) and type(self.cuda_graphs).__name__ != "bool_":
+            raise InvalidValueError("cuda_graphs", self.cuda_graphs, "must be True or False")
+        fix("cuda_graphs", bool(self.cuda_graphs))
+        self.memory_bytes()  # parses (checks) every size
+
+    def memory_bytes(self) -> dict[str, int]:
+        """The estimated memory fields in bytes (NCCL only when ``tp > 1``, the graph pool only with CUDA graphs;
+        ``activation_peak`` absent when it is to be estimated)."""
+        out = {name: parse_memory(getattr(self, name), field=name) for name in _MEMORY_FIELDS
+               if not (name == "activation_peak" and self.activation_peak is None)}
+        out["nccl_memory"] *= self.tp > 1
+        out["cuda_graph_memory"] *= self.cuda_graphs
+        return out
+
+
+_MEMORY_FIELDS = ("driver_reserved", "cuda_context", "nccl_memory", "cuda_graph_memory", "non_torch_memory",
+                  "activation_peak")
+
+
+def _sampler_bytes(x) -> Fraction:
+    return _fraction(x, "sampler_bytes_per_logit")
+
+
+def serving_kv_capacity(m: ModelSpec | str, gpu: str | GPU, config: ServingConfig | None = None,
+                        **settings) -> ServingCapacity:
     """vLLM's KV cache on each GPU: ``total x gpu_memory_utilization - weights - profiled activation peak -
     non-torch memory (- CUDA graphs)`` -> blocks of ``block_size`` tokens -> concurrency.
 
+    ``config``: a :class:`ServingConfig`; its fields may be given as keywords instead (or on top of it):
     ``request_tokens`` (default ``max_model_len``, itself default the model's trained context) sets the
     concurrency; ``activation_peak`` replaces the estimate with a measured value; ``cuda_graph_accounting``
     is ``"budget"`` (vLLM >= 0.21) or ``"headroom"`` (vLLM 0.10-0.20). The Breakdown's components add up
@@ -423,100 +499,114 @@ def serving_kv_capacity(m: ModelSpec | str, gpu: str | GPU, gpu_memory_utilizati
     """
     mm = get_model(m)
     card = get_gpu(gpu)
-    util = _utilization(gpu_memory_utilization)
-    tp = _check_tp(mm, tp)
-    block_size = check_choice("block_size", block_size, VLLM_BLOCK_SIZES)
-    n_bt = check_positive_int("max_num_batched_tokens", max_num_batched_tokens)
-    n_sq = check_positive_int("max_num_seqs", max_num_seqs)
-    accounting = check_choice("cuda_graph_accounting", cuda_graph_accounting, GRAPH_ACCOUNTING)
-    max_len = mm.max_context if max_model_len is None else check_positive_int("max_model_len", max_model_len)
-    req = max_len if request_tokens is None else check_positive_int("request_tokens", request_tokens)
-    weights = get_precision(weights, field="weights").name
-    kv_name = _kv_dtype(kv_dtype, weights, card)
-    c_sampler = _fraction(sampler_bytes_per_logit, "sampler_bytes_per_logit")
-    if c_sampler <= 0:
-        raise InvalidValueError("sampler_bytes_per_logit", sampler_bytes_per_logit, "must be positive")
+    cfg = ServingConfig.build("serving_kv_capacity", config, settings, field="config", also=("m", "gpu", "config"))
+    _check_tp(mm, cfg.tp)
+    kv_name = _kv_dtype(cfg.kv_dtype, cfg.weights, card)
+    mem = cfg.memory_bytes()
+    if mem["driver_reserved"] >= card.memory_bytes:
+        raise InvalidValueError("driver_reserved", cfg.driver_reserved,
+                                f"must be below the card's {fmt_bytes(card.memory_bytes)}")
+    budget = _kv_budget(mm, card, cfg, kv_name, mem)
+    problems = _start_problems(card, cfg, kv_name, budget)
+    return _capacity_result(mm, card, cfg, kv_name, budget, problems)
 
-    cap = card.memory_bytes
-    r_drv = parse_memory(driver_reserved, field="driver_reserved")
-    if r_drv >= cap:
-        raise InvalidValueError("driver_reserved", driver_reserved, f"must be below the card's {fmt_bytes(cap)}")
-    ctx = parse_memory(cuda_context, field="cuda_context")
-    nccl = parse_memory(nccl_memory, field="nccl_memory") * (tp > 1)  # parsed (checked) even when unused
-    graphs = parse_memory(cuda_graph_memory, field="cuda_graph_memory") if cuda_graphs else 0
-    nt = parse_memory(non_torch_memory, field="non_torch_memory")
-    g_in_budget = int(accounting == "budget")
 
-    w_total = weights_bytes(mm, weights)
+def _kv_budget(mm: ModelSpec, card: GPU, cfg: ServingConfig, kv_name: str, mem: dict[str, int]) -> dict:
+    """The budget's quantities (bytes, blocks, tokens, concurrency), each from its expression above."""
+    cap, tp, r_drv, block_size = card.memory_bytes, cfg.tp, mem["driver_reserved"], cfg.block_size
+    util = _utilization(cfg.gpu_memory_utilization)
+    graphs, g_in_budget = mem["cuda_graph_memory"], int(cfg.cuda_graph_accounting == "budget")
+    w_total = weights_bytes(mm, cfg.weights)
     w_gpu = F.to_int_bytes(F.evaluate(WEIGHTS_PER_GPU, W=w_total, n_tp=tp))
-    b_act = get_precision(_activation_dtype(weights, card)).bytes_per_element
-    if activation_peak is None:
-        act = F.to_int_bytes(F.evaluate(ACTIVATION_PEAK_BYTES, N_bt=n_bt, h=mm.hidden, f=mm.ffn, n_tp=tp, b_a=b_act,
-                                        n_h=mm.n_heads, V=mm.vocab, n_seq=n_sq, c_s=c_sampler))
+    b_act = get_precision(_activation_dtype(cfg.weights, card)).bytes_per_element
+    if "activation_peak" not in mem:
+        act = F.to_int_bytes(F.evaluate(ACTIVATION_PEAK_BYTES, N_bt=cfg.max_num_batched_tokens, h=mm.hidden,
+                                        f=mm.ffn, n_tp=tp, b_a=b_act, n_h=mm.n_heads, V=mm.vocab,
+                                        n_seq=cfg.max_num_seqs, c_s=_sampler_bytes(cfg.sampler_bytes_per_logit)))
     else:
-        act = parse_memory(activation_peak, field="activation_peak")
+        act = mem["activation_peak"]
     cuda_total = int(F.evaluate(CUDA_TOTAL_BYTES, M=cap, R_drv=r_drv))
     requested = int(F.evaluate(REQUESTED_BYTES, u=util, M=cap, R_drv=r_drv))  # vLLM: float, int() at the end
     avail = int(F.evaluate(AVAILABLE_KV_BYTES, u=util, M=cap, R_drv=r_drv, W=w_total, n_tp=tp, A_peak=act,
-                           N_nt=nt, g_cg=g_in_budget, G_cg=graphs))
+                           N_nt=mem["non_torch_memory"], g_cg=g_in_budget, G_cg=graphs))
     kv_heads = int(F.evaluate(KV_HEADS_PER_GPU, n_kv=mm.n_kv_heads, n_tp=tp))
+    b_kv = kv_bytes_per_element(kv_name)
     blk_bytes = F.to_int_bytes(F.evaluate(BLOCK_BYTES, b_blk=block_size, n_kv=mm.n_kv_heads, n_tp=tp,
-                                          d_head=mm.head_dim, b_kv=kv_bytes_per_element(kv_name), L=mm.n_layers))
+                                          d_head=mm.head_dim, b_kv=b_kv, L=mm.n_layers))
     blocks = max(0, math.floor(F.evaluate(NUM_BLOCKS.args[0], K_avail=max(avail, 0), b_blk=block_size,
-                                          n_kv=mm.n_kv_heads, n_tp=tp, d_head=mm.head_dim,
-                                          b_kv=kv_bytes_per_element(kv_name), L=mm.n_layers)))
+                                          n_kv=mm.n_kv_heads, n_tp=tp, d_head=mm.head_dim, b_kv=b_kv, L=mm.n_layers)))
     tokens = int(F.evaluate(KV_TOKENS, N_blocks=blocks, b_blk=block_size))
+    max_len = mm.max_context if cfg.max_model_len is None else cfg.max_model_len
+    req = max_len if cfg.request_tokens is None else cfg.request_tokens
     blocks_per_req = math.ceil(Fraction(req, block_size))
     conc = F.evaluate(MAX_CONCURRENCY.subs(sp.ceiling(T_req / blk), blocks_per_req), N_blocks=blocks)
-    kv_bytes = blocks * blk_bytes
-    headroom = F.evaluate(UNUSED_BYTES, u=util, M=cap, R_drv=r_drv, C_ctx=ctx + nccl, g_cg=g_in_budget, G_cg=graphs)
+    headroom = F.evaluate(UNUSED_BYTES, u=util, M=cap, R_drv=r_drv, C_ctx=mem["cuda_context"] + mem["nccl_memory"],
+                          g_cg=g_in_budget, G_cg=graphs)
+    return dict(util=util, r_drv=r_drv, ctx=mem["cuda_context"], nccl=mem["nccl_memory"], graphs=graphs,
+                nt=mem["non_torch_memory"], g_in_budget=g_in_budget, w_gpu=w_gpu, act=act, cuda_total=cuda_total,
+                requested=requested, avail=avail, kv_heads=kv_heads, blk_bytes=blk_bytes, blocks=blocks,
+                tokens=tokens, max_len=max_len, req=req, conc=conc, kv_bytes=blocks * blk_bytes, headroom=headroom)
 
+
+def _start_problems(card: GPU, cfg: ServingConfig, kv_name: str, b: dict) -> list[str]:
+    """Why vLLM would not start with this budget (empty: it starts)."""
     problems = []
-    for what, fmt in (("weights", weights), ("kv_dtype", kv_name), ("activations", _activation_dtype(weights, card))):
+    for what, fmt in (("weights", cfg.weights), ("kv_dtype", kv_name),
+                      ("activations", _activation_dtype(cfg.weights, card))):
         if fmt == "bf16" and not card.supports_bf16:
             problems.append(f"{what}: bf16 needs compute capability >= 8.0 ({card.key} has {card.compute_capability}); "
                             "use fp16")
             break
-    free_at_start = cuda_total - ctx - nccl
-    if free_at_start < requested:
+    free_at_start = b["cuda_total"] - b["ctx"] - b["nccl"]
+    if free_at_start < b["requested"]:
         problems.append(f"free memory at start-up ({fmt_bytes(free_at_start, 2)}) is below total x "
-                        f"gpu_memory_utilization ({fmt_bytes(requested, 2)})")
-    if w_gpu > free_at_start:
-        problems.append(f"the weights ({fmt_bytes(w_gpu, 2)} per GPU) do not fit")
-    elif blocks == 0:
+                        f"gpu_memory_utilization ({fmt_bytes(b['requested'], 2)})")
+    if b["w_gpu"] > free_at_start:
+        problems.append(f"the weights ({fmt_bytes(b['w_gpu'], 2)} per GPU) do not fit")
+    elif b["blocks"] == 0:
         problems.append("no available memory for the cache blocks (weights + activations exceed the budget)")
-    if headroom < 0 and not g_in_budget and not problems:
-        problems.append(f"CUDA graph capture needs {fmt_bytes(graphs, 2)} but the headroom is "
-                        f"{fmt_bytes(headroom + graphs, 2)}")
-    starts = not problems
+    if b["headroom"] < 0 and not b["g_in_budget"] and not problems:
+        problems.append(f"CUDA graph capture needs {fmt_bytes(b['graphs'], 2)} but the headroom is "
+                        f"{fmt_bytes(b['headroom'] + b['graphs'], 2)}")
+    return problems
 
-    parts = {"weights": w_gpu, "activations (profiled peak)": act, "non-torch memory": nt, "kv cache": kv_bytes,
-             "cudagraph pool": graphs, "cuda context": ctx}
+
+def _serving_breakdown(mm: ModelSpec, card: GPU, cfg: ServingConfig, kv_name: str, b: dict) -> Breakdown:
+    """One GPU's memory as nvidia-smi counts it, with the notes on what vLLM sees and measures."""
+    cap, tp, util = card.memory_bytes, cfg.tp, b["util"]
+    parts = {"weights": b["w_gpu"], "activations (profiled peak)": b["act"], "non-torch memory": b["nt"],
+             "kv cache": b["kv_bytes"], "cudagraph pool": b["graphs"], "cuda context": b["ctx"]}
     if tp > 1:
-        parts["nccl (buffers)"] = nccl
-    parts[UNUSED_KEY] = max(0, cap - r_drv - sum(parts.values()))
-    parts[DRIVER_KEY] = r_drv
-    notes = [f"vLLM sees {fmt_bytes(cuda_total, 2)} (nvidia-smi total {fmt_bytes(cap, 2)} minus the driver's "
-             f"reservation); it requests {fmt_bytes(requested, 2)} = {float(util):g} x that."]
-    replicated = mm.n_kv_heads < tp
-    if replicated:
-        notes.append(f"tp={tp} exceeds the {mm.n_kv_heads} KV heads: each GPU keeps {kv_heads} (replicated).")
-    if activation_peak is None:
+        parts["nccl (buffers)"] = b["nccl"]
+    parts[UNUSED_KEY] = max(0, cap - b["r_drv"] - sum(parts.values()))
+    parts[DRIVER_KEY] = b["r_drv"]
+    notes = [f"vLLM sees {fmt_bytes(b['cuda_total'], 2)} (nvidia-smi total {fmt_bytes(cap, 2)} minus the driver's "
+             f"reservation); it requests {fmt_bytes(b['requested'], 2)} = {float(util):g} x that."]
+    if mm.n_kv_heads < tp:
+        notes.append(f"tp={tp} exceeds the {mm.n_kv_heads} KV heads: each GPU keeps {b['kv_heads']} (replicated).")
+    if cfg.activation_peak is None:
         notes.append("activation peak estimated (forward pass over max_num_batched_tokens vs. the sampler over "
                      "max_num_seqs requests); vLLM measures it.")
     title = (f"{mm.name} on {card.key}" + (f" (tp={tp}, per GPU)" if tp > 1 else "")
-             + f": vLLM budget, utilization {float(util):g}, {weights} weights, {kv_name} KV")
-    bd = Breakdown(parts, title=title, notes=tuple(notes))
+             + f": vLLM budget, utilization {float(util):g}, {cfg.weights} weights, {kv_name} KV")
+    return Breakdown(parts, title=title, notes=tuple(notes))
+
+
+def _capacity_result(mm: ModelSpec, card: GPU, cfg: ServingConfig, kv_name: str, b: dict,
+                     problems: list[str]) -> ServingCapacity:
+    starts = not problems
     return ServingCapacity(
-        model=mm.name, gpu=card.key, tp=tp, gpu_memory_utilization=float(util), block_size=block_size,
-        max_num_batched_tokens=n_bt, max_num_seqs=n_sq, weights=weights, kv_dtype=kv_name, kv_heads_per_gpu=kv_heads,
-        kv_heads_replicated=replicated, card_bytes=cap, driver_reserved_bytes=r_drv, cuda_total_bytes=cuda_total,
-        requested_bytes=requested,
-        weights_bytes=w_gpu, activation_peak_bytes=act, non_torch_bytes=nt, cuda_context_bytes=ctx, nccl_bytes=nccl,
-        cuda_graph_bytes=graphs, cuda_graph_accounting=accounting, available_kv_bytes=avail, block_bytes=blk_bytes,
-        num_blocks=blocks, kv_tokens=tokens, kv_cache_bytes=kv_bytes, max_model_len=max_len, request_tokens=req,
-        max_concurrency=float(conc), max_concurrent_requests=int(conc // 1), starts=starts,
-        fits_max_model_len=starts and tokens >= max_len, breakdown=bd, problems=tuple(problems),
+        model=mm.name, gpu=card.key, tp=cfg.tp, gpu_memory_utilization=float(b["util"]), block_size=cfg.block_size,
+        max_num_batched_tokens=cfg.max_num_batched_tokens, max_num_seqs=cfg.max_num_seqs, weights=cfg.weights,
+        kv_dtype=kv_name, kv_heads_per_gpu=b["kv_heads"], kv_heads_replicated=mm.n_kv_heads < cfg.tp,
+        card_bytes=card.memory_bytes, driver_reserved_bytes=b["r_drv"], cuda_total_bytes=b["cuda_total"],
+        requested_bytes=b["requested"], weights_bytes=b["w_gpu"], activation_peak_bytes=b["act"],
+        non_torch_bytes=b["nt"], cuda_context_bytes=b["ctx"], nccl_bytes=b["nccl"], cuda_graph_bytes=b["graphs"],
+        cuda_graph_accounting=cfg.cuda_graph_accounting, available_kv_bytes=b["avail"], block_bytes=b["blk_bytes"],
+        num_blocks=b["blocks"], kv_tokens=b["tokens"], kv_cache_bytes=b["kv_bytes"], max_model_len=b["max_len"],
+        request_tokens=b["req"], max_concurrency=float(b["conc"]), max_concurrent_requests=int(b["conc"] // 1),
+        starts=starts, fits_max_model_len=starts and b["tokens"] >= b["max_len"],
+        breakdown=_serving_breakdown(mm, card, cfg, kv_name, b), problems=tuple(problems),
     )
 
 
@@ -568,7 +658,8 @@ def cost_per_million_tokens(tokens_per_s: float, gpu: str | GPU, n_gpus: int = 1
                             n_gpu=check_positive_int("n_gpus", n_gpus), r_tok=Fraction(str(float(tokens_per_s)))))
 
 
-def _roofline_values(mm: ModelSpec, card: GPU, weights: str, kv_name: str, tp: int, mfu, mbu, tp_overhead) -> dict:
+def _roofline_values(mm: ModelSpec, card: GPU, weights: str, kv_name: str, tp: int, eff: Efficiency) -> dict:
+    mfu, mbu, tp_overhead = eff.exact()
     groups = mm.param_groups()
     n_exp = (groups["mlp_gate"] + groups["mlp_up"] + groups["mlp_down"]) if mm.is_moe else 0
     if mm.is_moe and mm.n_shared_experts:  # shared experts are always read
@@ -580,32 +671,63 @@ def _roofline_values(mm: ModelSpec, card: GPU, weights: str, kv_name: str, tp: i
                 k_kv=kv_bytes_per_token(mm, kv_name))
 
 
+@settings_class
+@dataclass(frozen=True)
+class Efficiency(Settings):
+    """How close to the roofline the engine runs (chapter 6): ``mfu`` (share of the dense tensor FLOP/s the
+    matmuls reach, in (0, 1]), ``mbu`` (share of the memory bandwidth, in (0, 1]) and ``tp_overhead`` (the share
+    sigma of a step that tensor parallelism does not shrink, in [0, 1)). Used by :func:`roofline`,
+    :func:`crossover_batch` and :func:`decode_curve` (their ``mfu=``, ``mbu=``, ``tp_overhead=`` keywords, or
+    ``efficiency=Efficiency(...)``)."""
+
+    mfu: float = 0.5
+    mbu: float = 0.7
+    tp_overhead: float = 0.05
+
+    def __post_init__(self) -> None:
+        self.exact()
+
+    def exact(self) -> tuple[Fraction, Fraction, Fraction]:
+        """``(mfu, mbu, tp_overhead)`` as exact Fractions (a float by its decimal repr: 0.4 is 2/5)."""
+        out = []
+        for name in ("mfu", "mbu"):
+            fr = _fraction(getattr(self, name), name)
+            if not 0 < fr <= 1:
+                raise InvalidValueError(name, getattr(self, name), "must be in (0, 1]")
+            out.append(fr)
+        ovh = _fraction(self.tp_overhead, "tp_overhead")
+        if not 0 <= ovh < 1:
+            raise InvalidValueError("tp_overhead", self.tp_overhead, "must be in [0, 1)")
+        return out[0], out[1], ovh
+
+
+def _efficiency(fn, speed: dict) -> Efficiency:
+    """The Efficiency a call of ``fn`` asks for: ``efficiency=`` (an Efficiency) and/or its fields as keywords."""
+    speed = dict(speed)
+    return Efficiency.build(fn.__name__, speed.pop("efficiency", None), speed, field="efficiency",
+                            also=(*param_names(fn), "efficiency"))
+
+
 @public_api
 def roofline(model: ModelSpec | str, gpu: str | GPU, weights: str = "bf16", kv_dtype: str = "auto", batch: int = 1,
-             context: int = 2048, prompt_tokens: int | None = None, tp: int = 1, mfu: float = 0.5, mbu: float = 0.7,
-             tp_overhead: float = 0.05) -> Roofline:
+             context: int = 2048, prompt_tokens: int | None = None, tp: int = 1, **efficiency) -> Roofline:
     """Prefill and decode throughput of ``batch`` sequences with ``context`` tokens each on ``tp`` GPUs.
 
     Prefill is compute-bound (PREFILL_SECONDS at MFU ``mfu``); a decode step reads the weights and every
     sequence's KV cache (DECODE_MEMORY_SECONDS at ``mbu`` of the bandwidth) unless its FLOPs take longer
     (DECODE_COMPUTE_SECONDS); tensor parallelism scales both by TP_SPEEDUP. Costs use the card's dated price.
+    ``efficiency``: ``mfu`` (0.5), ``mbu`` (0.7), ``tp_overhead`` (0.05) as keywords, or ``efficiency=`` an
+    :class:`Efficiency`.
     """
     mm, card = get_model(model), get_gpu(gpu)
     tp = _check_tp(mm, tp)
     batch, context = check_positive_int("batch", batch), check_positive_int("context", context)
     prompt = context if prompt_tokens is None else check_positive_int("prompt_tokens", prompt_tokens)
-    eff = {}
-    for name, val in (("mfu", mfu), ("mbu", mbu)):
-        fr = _fraction(val, name)
-        if not 0 < fr <= 1:
-            raise InvalidValueError(name, val, "must be in (0, 1]")
-        eff[name] = fr
-    ovh = _fraction(tp_overhead, "tp_overhead")
-    if not 0 <= ovh < 1:
-        raise InvalidValueError("tp_overhead", tp_overhead, "must be in [0, 1)")
+    eff = _efficiency(roofline, efficiency)
+    mfu, mbu, ovh = eff.exact()
     weights = get_precision(weights, field="weights").name
     kv_name = _kv_dtype(kv_dtype, weights, card)
-    vals = _roofline_values(mm, card, weights, kv_name, tp, eff["mfu"], eff["mbu"], ovh)
+    vals = _roofline_values(mm, card, weights, kv_name, tp, eff)
     step_vals = {**vals, "B": batch, "T": context}
     mem_s = F.evaluate(DECODE_MEMORY_SECONDS, **{k: step_vals[k] for k in F.compile_exact(DECODE_MEMORY_SECONDS)[0]})
     cmp_s = F.evaluate(DECODE_COMPUTE_SECONDS, **{k: step_vals[k] for k in F.compile_exact(DECODE_COMPUTE_SECONDS)[0]})
@@ -615,12 +737,12 @@ def roofline(model: ModelSpec | str, gpu: str | GPU, weights: str = "bf16", kv_d
     speedup = F.evaluate(TP_SPEEDUP, n_tp=tp, sigma=ovh)
     decode_tps = Fraction(batch) / step
     prefill_tps = Fraction(prompt) / pre_s
-    cross = crossover_batch(mm, card, weights, kv_name, context, tp, eff["mfu"], eff["mbu"], ovh)
+    cross = crossover_batch(mm, card, weights, kv_name, context, tp, efficiency=eff)
     price = card.price_per_hour_usd
     return Roofline(
         model=mm.name, gpu=card.key, n_gpus=tp, weights=weights, batch=batch, context=context, prompt_tokens=prompt,
-        peak_tflops=_peak_tflops(card, weights), bandwidth_gb_s=card.bandwidth_gb_s, mfu=float(eff["mfu"]),
-        mbu=float(eff["mbu"]), tp_speedup=float(speedup), prefill_tokens_per_s=float(prefill_tps),
+        peak_tflops=_peak_tflops(card, weights), bandwidth_gb_s=card.bandwidth_gb_s, mfu=float(mfu),
+        mbu=float(mbu), tp_speedup=float(speedup), prefill_tokens_per_s=float(prefill_tps),
         decode_step_s=float(step), decode_tokens_per_s=float(decode_tps),
         bound="compute" if cmp_s >= mem_s else "memory", crossover_batch=cross, price_per_hour_usd=price,
         price_date=card.price_date, price_source=card.price_source,
@@ -630,13 +752,13 @@ def roofline(model: ModelSpec | str, gpu: str | GPU, weights: str = "bf16", kv_d
 
 
 def crossover_batch(model: ModelSpec | str, gpu: str | GPU, weights: str = "bf16", kv_dtype: str = "auto",
-                    context: int = 2048, tp: int = 1, mfu=0.5, mbu=0.7, tp_overhead=0.05) -> int | None:
-    """Smallest batch whose decode step is compute-bound (None when the KV reads keep it memory-bound)."""
+                    context: int = 2048, tp: int = 1, **efficiency) -> int | None:
+    """Smallest batch whose decode step is compute-bound (None when the KV reads keep it memory-bound).
+    ``efficiency``: as for :func:`roofline` (``mfu``, ``mbu``, ``tp_overhead`` or ``efficiency=``)."""
     mm, card = get_model(model), get_gpu(gpu)
     weights = get_precision(weights, field="weights").name
     kv_name = _kv_dtype(kv_dtype, weights, card)
-    vals = _roofline_values(mm, card, weights, kv_name, tp, _fraction(mfu, "mfu"), _fraction(mbu, "mbu"),
-                            _fraction(tp_overhead, "tp_overhead"))
+    vals = _roofline_values(mm, card, weights, kv_name, tp, _efficiency(crossover_batch, efficiency))
     vals["T"] = check_positive_int("context", context)
     mem_names = F.compile_exact(DECODE_MEMORY_SECONDS)[0]
     cmp_names = F.compile_exact(DECODE_COMPUTE_SECONDS)[0]

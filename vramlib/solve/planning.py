@@ -9,7 +9,8 @@ inverse questions (the largest model a cluster trains, the fewest GPUs a model n
   x PP (dividing the
   rest, at most one stage per layer) x DP, ZeRO stage, recompute level, micro-batch size (and so the number of
   micro-batches for the global batch), keeps the plans whose fullest GPU fits under the safety margin and ranks
-  them by the throughput model below. Vectorised: the memory and time expressions are the sympy expressions of
+  them by the throughput model below. What it enumerates and how it judges is one :class:`PlanSpace` (or its
+  fields as keywords). Vectorised: the memory and time expressions are the sympy expressions of
   :mod:`vramlib.plans.parallel` and this module, lambdified once with ``modules="numpy"``.
 * :func:`largest_trainable_model` and :func:`min_gpus_for_training`: bisection over a model family's scale
   index, and the closed form of ``sympy.solve`` (formulas.MIN_GPUS) for the data-parallel size; each answer
@@ -39,6 +40,7 @@ Used in: chapters 3, 4, 11, 12 (and 9 for the inverse questions).
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Sequence
@@ -55,12 +57,13 @@ from ..memory.breakdown import Breakdown
 from ..core.errors import InvalidValueError, UnknownNameError, as_sequence, check_choice, check_fraction, check_number, \
     check_positive_int, checked_call
 from .feasibility import largest_fitting, min_gpus
+from .settings import Settings, settings_class
 from ..catalog.hardware import GPU, capacity_bytes, get_gpu
 from ..memory.inference import DEFAULT_RESERVE
 from ..catalog.models import ModelSpec, get_model
 from ..plans.parallel import ParallelPlan, PlanMemory, plan_memory
 from ..core.symbols import L, b, h, s
-from ..memory.training import CONVENTIONS, METHODS, optimizer_state_bytes
+from ..memory.training import CONVENTIONS, METHODS, OPTIMIZERS, optimizer_state_bytes
 from ..core.units import parse_memory
 
 # --- throughput model (sympy, lambdified with numpy for the search) ----------------------------------------
@@ -251,17 +254,15 @@ def _layer_costs(spec: ModelSpec, plan: ParallelPlan, seq: int, convention: str,
 @checked_call
 def balance_pipeline(model: ModelSpec | str, plan: ParallelPlan | None = None, seq: int = 2048, *,
                      gpu: GPU | str | int | None = None, convention: str = "mixed-fp32-master", precision: str = "bf16",
-                     optimizer: str = "adamw", moe_layers=None, peak_share: float = 0.9, **kwargs) -> PipelineBalance:
+                     optimizer: str = "adamw", peak_share: float = 0.9, **kwargs) -> PipelineBalance:
     """Split the layers into ``plan.pp`` contiguous stages minimising the peak per-GPU memory (chapter 11).
 
     Exact dynamic programming over the stage boundaries with each stage's own costs: its layers' model states,
     its 1F1B in-flight micro-batches (p - i on stage i) times its layers' activations, the embedding on the first
     stage and the LM head + loss on the last. Among the optimal splits, the one with the largest smallest stage
     (smallest spread). The stages are then computed exactly by :func:`vramlib.plans.parallel.plan_memory` (``kwargs``
-    go there: buckets, reserve, overlap_comm ...). Plan fields may be given as keywords too.
+    go there: moe_layers, buckets, reserve, overlap_comm ...). Plan fields may be given as keywords too.
     """
-    import numpy as np  # imported here: `import vramlib` stays fast
-
     spec = get_model(model)
     if plan is not None and not isinstance(plan, ParallelPlan):
         raise InvalidValueError("plan", plan, "give a ParallelPlan or plan fields as keywords (pp=4, ...)")
@@ -273,31 +274,52 @@ def balance_pipeline(model: ModelSpec | str, plan: ParallelPlan | None = None, s
     if plan.virtual_stages > 1:
         raise InvalidValueError("virtual_stages", plan.virtual_stages,
                                 "the balancer splits contiguous stages (no interleaving)")
-    pp = plan.pp
     cap = None if gpu is None else _capacity(gpu)
-    common = dict(convention=convention, precision=precision, optimizer=optimizer, moe_layers=moe_layers,
-                  activation_style="megatron", **kwargs)
+    common = dict(convention=convention, precision=precision, optimizer=optimizer, activation_style="megatron",
+                  **kwargs)
     even = plan_memory(spec, plan, seq, **common)
-    if pp == 1:
+    if plan.pp == 1:
         v = balance_verdict([even.total], cap, peak_share)
-        return PipelineBalance(spec.name, plan, even.stage_layers, even.stages, even.stage_layers, even.stages, cap, v, v)
+        return PipelineBalance(spec.name, plan, even.stage_layers, even.stages, even.stage_layers, even.stages, cap,
+                               v, v)
     if kwargs.get("buckets") == "ddp":
         raise InvalidValueError("buckets", "ddp", "DDP buckets copy every gradient (not a fixed cost); pipelines use "
                                                   "Megatron's or DeepSpeed's buffers: 'auto', 'deepspeed' or 'none'")
-    states, act = _layer_costs(spec, plan, seq, convention, precision, optimizer, moe_layers)
-    n = spec.n_layers
+    states, act = _layer_costs(spec, plan, seq, convention, precision, optimizer, kwargs.get("moe_layers"))
+    layers = _balanced_layers(*_stage_costs(plan, even, states, act))
+    bal = plan_memory(spec, plan, seq, stage_layers=layers, **common)
+    if max(x.total for x in bal.stages) > even.total:  # cannot happen up to rounding; keep the even split then
+        bal = even
+    return PipelineBalance(spec.name, plan, bal.stage_layers, bal.stages, even.stage_layers, even.stages, cap,
+                           balance_verdict([x.total for x in bal.stages], cap, peak_share),
+                           balance_verdict([x.total for x in even.stages], cap, peak_share))
+
+
+def _stage_costs(plan: ParallelPlan, even: PlanMemory, states: list[float], act: float):
+    """``cost[i][a, z]``: bytes of stage i holding layers [a, z) (its fixed costs -- the even split's total minus
+    its layers' costs: embedding, head, buffers, reserve -- plus the layers' states and in-flight activations),
+    and which (a, z) hold at least one layer."""
+    import numpy as np
+
+    n, pp = len(states), plan.pp
     S = np.concatenate([[0.0], np.cumsum(states)])
-    # fixed costs of each stage = its even-split total minus its layers' costs (embedding, head, buffers, reserve)
+    flights = [float(PL.in_flight(pp, i, plan.n_micro, plan.schedule)) for i in range(pp)]
     fixed = []
     for i, bd in enumerate(even.stages):
         a, z = sum(even.stage_layers[:i]), sum(even.stage_layers[:i + 1])
-        fl = float(PL.in_flight(pp, i, plan.n_micro, plan.schedule))
-        fixed.append(bd.total - (S[z] - S[a]) - fl * act * (z - a))
-    flights = [float(PL.in_flight(pp, i, plan.n_micro, plan.schedule)) for i in range(pp)]
+        fixed.append(bd.total - (S[z] - S[a]) - flights[i] * act * (z - a))
     idx = np.arange(n + 1)
     lay = idx[None, :] - idx[:, None]                      # layers in [a, b)
     cost = [fixed[i] + (S[None, :] - S[:, None]) + flights[i] * act * lay for i in range(pp)]
-    valid = lay >= 1
+    return cost, lay >= 1
+
+
+def _balanced_layers(cost: list, valid) -> tuple[int, ...]:
+    """Layers per stage of the split with the smallest peak (dynamic programming over the boundaries), and among
+    those the one whose smallest stage is largest (a second pass)."""
+    import numpy as np
+
+    pp, n = len(cost), valid.shape[0] - 1
     INF = np.inf
     best = np.full(n + 1, INF)
     best[0] = 0.0
@@ -321,13 +343,7 @@ def balance_pipeline(model: ModelSpec | str, plan: ParallelPlan | None = None, s
         a = int(arg2[i][z]) if np.isfinite(low[n]) else int(arg[i][z])
         bounds.append(z - a)
         z = a
-    layers = tuple(reversed(bounds))
-    bal = plan_memory(spec, plan, seq, stage_layers=layers, **common)
-    if max(x.total for x in bal.stages) > even.total:  # cannot happen up to rounding; keep the even split then
-        bal = even
-    return PipelineBalance(spec.name, plan, bal.stage_layers, bal.stages, even.stage_layers, even.stages, cap,
-                           balance_verdict([x.total for x in bal.stages], cap, peak_share),
-                           balance_verdict([x.total for x in even.stages], cap, peak_share))
+    return tuple(reversed(bounds))
 
 
 def _capacity(gpu, field: str = "gpu") -> int:
@@ -384,208 +400,331 @@ class PlanSearch:
                               "TP comm (s)": ".2f", "DP comm (s)": ".2f", "MFU": ".1%"})
 
 
+@settings_class
+@dataclass(frozen=True)
+class PlanSpace(Settings):
+    """What :func:`search_plans` enumerates and how it judges a plan (chapter 12).
+
+    The job: ``global_batch`` sequences of ``seq`` tokens per step, trained with ``convention`` (bytes per
+    parameter), ``precision`` and ``optimizer``. The space: ``zero_stages``, ``recompute`` levels,
+    ``micro_batches``, ``virtual_stages`` (interleaving), and ``tp`` / ``pp`` / ``ep`` (None: every size the model
+    and the cluster allow; an int alone is one value). The judgement: a plan fits when its fullest GPU is under
+    ``(1 - headroom)`` of the card, with ``buckets`` / ``overlap_comm`` / ``reserve`` as in
+    :func:`vramlib.plans.parallel.plan_memory`; the fitting plans are ranked by the throughput model at ``mfu``, with
+    ``gpus_per_node`` GPUs per node and ``inter_node_gb_s`` (None: :data:`INTER_NODE_GB_S`) between nodes; the
+    ``top`` plans are recomputed exactly. Each field is checked here (one line naming it); what depends on the
+    model (tp dividing the heads, pp at most the layers, ep dividing the experts) is checked by the search.
+    """
+
+    seq: int = 2048
+    global_batch: int = 1024
+    convention: str = "mixed-fp32-master"
+    precision: str = "bf16"
+    optimizer: str = "adamw"
+    zero_stages: Sequence[int] = (0, 1, 2, 3)
+    recompute: Sequence[str] = A.RECOMPUTE
+    micro_batches: Sequence[int] = (1, 2, 4, 8)
+    virtual_stages: Sequence[int] = (1,)
+    tp: Sequence[int] | None = None
+    pp: Sequence[int] | None = None
+    ep: Sequence[int] | None = None
+    headroom: float = 0.1
+    mfu: float = 0.4
+    gpus_per_node: int = 8
+    inter_node_gb_s: float | None = None
+    buckets: str = "auto"
+    overlap_comm: bool = False
+    reserve: int | str = DEFAULT_RESERVE
+    top: int = 10
+
+    def __post_init__(self) -> None:
+        fix = functools.partial(object.__setattr__, self)
+        for name in ("seq", "global_batch", "gpus_per_node"):
+            fix(name, _bounded(name, getattr(self, name)))
+        fix("headroom", check_fraction("headroom", self.headroom))
+        fix("mfu", check_number("mfu", self.mfu, minimum=0, maximum=1, min_inclusive=False,
+                                allowed="must be a fraction in (0, 1]"))
+        fix("top", check_positive_int("top", self.top))
+        zs = as_sequence("zero_stages", self.zero_stages, "(0, 1, 2, 3)", _is_int)
+        if any(not _is_int(z) or z not in PL.ZERO_STAGES for z in zs):
+            raise InvalidValueError("zero_stages", self.zero_stages, "give ZeRO stages from 0, 1, 2, 3")
+        fix("zero_stages", tuple(sorted({int(z) for z in zs})))
+        fix("recompute", tuple(check_choice("recompute", r, A.RECOMPUTE) for r in
+                               as_sequence("recompute", self.recompute, "('none', 'selective')",
+                                           lambda x: isinstance(x, str))))
+        for name in ("micro_batches", "virtual_stages", "tp", "pp", "ep"):
+            vals = _pos_ints(name, getattr(self, name), allow_none=name in ("tp", "pp", "ep"))
+            fix(name, None if vals is None else tuple(vals))
+        if self.inter_node_gb_s is not None:
+            fix("inter_node_gb_s", check_number("inter_node_gb_s", self.inter_node_gb_s, minimum=0,
+                                                min_inclusive=False))
+        fix("overlap_comm", _bool("overlap_comm", self.overlap_comm))
+        fix("convention", check_choice("convention", self.convention, CONVENTIONS))
+        PL._conv_bytes(self.convention, self.precision, 0)          # validates the precision
+        fix("optimizer", check_choice("optimizer", self.optimizer, OPTIMIZERS))
+        fix("buckets", check_choice("buckets", self.buckets, PL.BUCKETS))
+        parse_memory(self.reserve, field="reserve")
+
+
 @checked_call
-def search_plans(model: ModelSpec | str, gpu: GPU | str, n_gpus: int, seq: int = 2048, global_batch: int = 1024, *,
-                 convention: str = "mixed-fp32-master", precision: str = "bf16", optimizer: str = "adamw",
-                 zero_stages: Sequence[int] = (0, 1, 2, 3), recompute: Sequence[str] = A.RECOMPUTE,
-                 micro_batches: Sequence[int] = (1, 2, 4, 8), virtual_stages: Sequence[int] = (1,),
-                 tp: Sequence[int] | None = None, pp: Sequence[int] | None = None, ep: Sequence[int] | None = None,
-                 headroom: float = 0.1, mfu: float = 0.4, gpus_per_node: int = 8, inter_node_gb_s: float | None = None,
-                 buckets: str = "auto", overlap_comm: bool = False, reserve: int | str = DEFAULT_RESERVE,
-                 top: int = 10) -> PlanSearch:
+def search_plans(model: ModelSpec | str, gpu: GPU | str, n_gpus: int, seq: int | None = None,
+                 global_batch: int | None = None, *, space: PlanSpace | None = None, **settings) -> PlanSearch:
     """Every TP x PP x DP x ZeRO x recompute x micro-batch plan of ``n_gpus`` cards for ``global_batch``
     sequences of ``seq`` tokens; those whose fullest GPU fits under ``(1 - headroom)`` of the card, ranked by
-    tokens/s (module doc). TP stays within a node, divides the heads and divides or is a multiple of the KV heads
-    (:func:`vramlib.memory.inference.allowed_tp`); explicit ``tp`` / ``pp`` / ``ep`` values the model cannot use raise (an
-    int alone is one value). Sequence parallelism is on whenever TP > 1 (same traffic, less memory). Megatron
-    activation accounting. Chapter 12.
+    tokens/s (module doc). ``space``: a :class:`PlanSpace`; its fields may be given as keywords instead (or on top
+    of it; ``seq`` and ``global_batch`` also by position). TP stays within a node, divides the heads and divides or
+    is a multiple of the KV heads (:func:`vramlib.memory.inference.allowed_tp`); explicit ``tp`` / ``pp`` / ``ep`` values
+    the model cannot use raise (an int alone is one value). Sequence parallelism is on whenever TP > 1 (same
+    traffic, less memory). Megatron activation accounting. Chapter 12.
 
     The enumeration is vectorised (numpy, float64); the ``top`` plans are then recomputed exactly with
     :func:`vramlib.plans.parallel.plan_memory` (``peak_bytes``).
     """
-    import numpy as np  # imported here: `import vramlib` stays fast
-
     t0 = time.perf_counter()
     spec = get_model(model)
     card = gpu if isinstance(gpu, GPU) else get_gpu(gpu)
     n_gpus = _bounded("n_gpus", n_gpus)
-    seq = _bounded("seq", seq)
-    global_batch = _bounded("global_batch", global_batch)
-    gpus_per_node = _bounded("gpus_per_node", gpus_per_node)
-    headroom = check_fraction("headroom", headroom)
-    mfu = check_number("mfu", mfu, minimum=0, maximum=1, min_inclusive=False, allowed="must be a fraction in (0, 1]")
-    top = check_positive_int("top", top)
-    zs = as_sequence("zero_stages", zero_stages, "(0, 1, 2, 3)", _is_int)
-    if any(not _is_int(z) or z not in PL.ZERO_STAGES for z in zs):
-        raise InvalidValueError("zero_stages", zero_stages, "give ZeRO stages from 0, 1, 2, 3")
-    zero_stages = sorted({int(z) for z in zs})
-    recompute = [check_choice("recompute", r, A.RECOMPUTE)
-                 for r in as_sequence("recompute", recompute, "('none', 'selective')", lambda x: isinstance(x, str))]
-    micro_batches = _pos_ints("micro_batches", micro_batches)
-    virtual_stages = _pos_ints("virtual_stages", virtual_stages)
-    tp, pp, ep = _pos_ints("tp", tp, True), _pos_ints("pp", pp, True), _pos_ints("ep", ep, True)
-    if inter_node_gb_s is not None:
-        inter_node_gb_s = check_number("inter_node_gb_s", inter_node_gb_s, minimum=0, min_inclusive=False)
-    overlap_comm = _bool("overlap_comm", overlap_comm)
-    check_choice("convention", convention, CONVENTIONS)
-    PL._conv_bytes(convention, precision, 0)          # validates the precision
+    given = {k: v for k, v in (("seq", seq), ("global_batch", global_batch)) if v is not None}
+    space = PlanSpace.build("search_plans", space, {**given, **settings}, field="space",
+                            also=("model", "gpu", "n_gpus", "space"))
+    rows = _layouts(spec, n_gpus, space, _check_space(spec, space))
+    if not rows:
+        return PlanSearch(spec.name, card.key, n_gpus, (), 0, 0, time.perf_counter() - t0, card.memory_bytes,
+                          space.headroom)
+    grid = _grid(rows, space)
+    params = _grid_params(spec, grid)
+    peak_mem, zp = _grid_memory(spec, grid, space, params)
+    times = _grid_times(spec, card, n_gpus, grid, space, params, zp)
+    ranked, n_fit = _ranked(spec, card, n_gpus, grid, space, peak_mem, times)
+    return PlanSearch(spec.name, card.key, n_gpus, tuple(ranked), len(grid.T), n_fit, time.perf_counter() - t0,
+                      card.memory_bytes, space.headroom)
+
+
+def _check_space(spec: ModelSpec, space: PlanSpace) -> list[int]:
+    """The TP sizes the model allows; explicit ``tp`` / ``pp`` / ``ep`` values it cannot use raise one line."""
     ok_tp = PL.allowed_tp(spec.n_heads, spec.n_kv_heads)
-    for x in tp or ():
+    for x in space.tp or ():
         if x not in ok_tp:
             PL.kv_heads_per_gpu(spec, x)               # raises naming tp and the allowed sizes
-    for x in pp or ():
+    for x in space.pp or ():
         if x > spec.n_layers:
             raise InvalidValueError("pp", x, f"at most one stage per layer: pp <= {spec.n_layers}")
-    for x in ep or ():
+    for x in space.ep or ():
         if x > 1 and (not spec.is_moe or spec.n_experts % x):
             raise InvalidValueError("ep", x, f"must divide the experts of a MoE model ({spec.name}: {spec.n_experts})")
-    node = min(gpus_per_node, n_gpus)
-    tps = [x for x in (tp or ok_tp) if node % x == 0 and x in ok_tp and n_gpus % x == 0]   # bounded by the heads
-    cap = card.memory_bytes
-    limit = cap * (1 - headroom)
-    flops = (card.bf16_tflops or card.fp16_tflops) * 1e12
-    intra = card.interconnect_gb_s / 2 * 1e9
-    inter = (inter_node_gb_s if inter_node_gb_s is not None else INTER_NODE_GB_S.get(card.key, 12.5)) * 1e9
-    k = float(PL._scale(spec))
-    res = parse_memory(reserve, field="reserve")
-    b_o = Fraction(optimizer_state_bytes(spec, optimizer), spec.weight_params)
+    return ok_tp
 
-    rows = []  # one per layout: t, p, d, e, b, m, v
+
+def _layouts(spec: ModelSpec, n_gpus: int, space: PlanSpace, ok_tp: list[int]) -> list[tuple[int, ...]]:
+    """Every layout (t, p, d, e, b, m, v) of ``n_gpus`` cards for the global batch: TP within a node."""
+    node = min(space.gpus_per_node, n_gpus)
+    tps = [x for x in (space.tp or ok_tp) if node % x == 0 and x in ok_tp and n_gpus % x == 0]  # bounded by the heads
+    experts = [x for x in range(1, spec.n_experts + 1) if spec.n_experts % x == 0] if spec.is_moe else [1]
+    rows = []
     for t_ in tps:
-        for p_ in (pp or range(1, spec.n_layers + 1)):                       # bounded by the layers
+        for p_ in (space.pp or range(1, spec.n_layers + 1)):                 # bounded by the layers
             if (n_gpus // t_) % p_ or p_ > spec.n_layers:
                 continue
             d_ = n_gpus // (t_ * p_)
-            for e_ in (ep or ([x for x in range(1, spec.n_experts + 1) if spec.n_experts % x == 0] if spec.is_moe
-                              else [1])):
+            for e_ in (space.ep or experts):
                 if d_ % e_ or (e_ > 1 and spec.n_experts % e_):
                     continue
-                for b_ in micro_batches:
-                    if global_batch % (d_ * b_):
+                for b_ in space.micro_batches:
+                    if space.global_batch % (d_ * b_):
                         continue
-                    m_ = global_batch // (d_ * b_)
-                    for v_ in virtual_stages:
+                    m_ = space.global_batch // (d_ * b_)
+                    for v_ in space.virtual_stages:
                         if v_ > 1 and (p_ == 1 or spec.n_layers % (p_ * v_) or m_ % p_):
                             continue
                         rows.append((t_, p_, d_, e_, b_, m_, v_))
-    if not rows:
-        return PlanSearch(spec.name, card.key, n_gpus, (), 0, 0, time.perf_counter() - t0, cap, headroom)
+    return rows
+
+
+@dataclass
+class _Grid:
+    """The enumerated plans as float64 arrays, one entry per layout x ZeRO stage x recompute level: TP, PP, DP,
+    EP, micro-batch, micro-batches, virtual stages, ZeRO stage and the index into ``space.recompute``."""
+
+    lay: object
+    T: object
+    Pp: object
+    D: object
+    Ee: object
+    Bm: object
+    M: object
+    Vv: object
+    Z: object
+    RC: object
+
+
+def _grid(rows: list[tuple[int, ...]], space: PlanSpace) -> _Grid:
+    import numpy as np
+
     lay = np.array(rows, dtype=float)
-    nz, nr = len(zero_stages), len(recompute)
+    nz, nr = len(space.zero_stages), len(space.recompute)
     # broadcast layouts x zero stages x recompute levels
     T, Pp, D, Ee, Bm, M, Vv = (np.repeat(lay[:, j], nz * nr) for j in range(7))
-    Z = np.tile(np.repeat(np.array(zero_stages, dtype=float), nr), len(rows))
+    Z = np.tile(np.repeat(np.array(space.zero_stages, dtype=float), nr), len(rows))
     RC = np.tile(np.arange(nr), len(rows) * nz)
-    n = spec.n_layers
-    L0 = np.ceil(n / Pp)                         # layers of the first stage (even split)
-    Ll = np.floor(n / Pp)                        # of the last stage
-    Ll = np.where(Pp == 1, L0, Ll)
+    return _Grid(lay, T, Pp, D, Ee, Bm, M, Vv, Z, RC)
+
+
+def _grid_params(spec: ModelSpec, g: _Grid) -> dict:
+    """Parameters per rank of the first and the last stage (dense and expert parts), even split of the layers."""
+    import numpy as np
+
+    n, k = spec.n_layers, float(PL._scale(spec))
+    L0 = np.ceil(n / g.Pp)                       # layers of the first stage (even split)
+    Ll = np.floor(n / g.Pp)                      # of the last stage
+    Ll = np.where(g.Pp == 1, L0, Ll)
     sv = {k_: float(v_) for k_, v_ in spec.symbols().items()}
-    lay_d = npeval(PL.LAYER_PARAMS_RANK_DENSE, **sv, t=T) * k
-    lay_e = npeval(PL.LAYER_PARAMS_RANK_EXPERTS, **sv, t=T, N_e=Ee) * k
-    one = (Pp == 1).astype(float)
-    first = npeval(PL.FIRST_STAGE_PARAMS, **sv, t=T) * k
-    last = npeval(PL.LAST_STAGE_PARAMS, **sv, t=T, z_one=one) * k
-    psi_first_d = L0 * lay_d + first + one * last
-    psi_last_d = Ll * lay_d + last + one * first
-    psi_first_e, psi_last_e = L0 * lay_e, Ll * lay_e
+    lay_d = npeval(PL.LAYER_PARAMS_RANK_DENSE, **sv, t=g.T) * k
+    lay_e = npeval(PL.LAYER_PARAMS_RANK_EXPERTS, **sv, t=g.T, N_e=g.Ee) * k
+    one = (g.Pp == 1).astype(float)
+    first = npeval(PL.FIRST_STAGE_PARAMS, **sv, t=g.T) * k
+    last = npeval(PL.LAST_STAGE_PARAMS, **sv, t=g.T, z_one=one) * k
+    return dict(k=k, sv=sv, L0=L0, Ll=Ll, one=one, lay_d=lay_d, lay_e=lay_e, first=first, last=last,
+                psi_first_d=L0 * lay_d + first + one * last, psi_last_d=Ll * lay_d + last + one * first,
+                psi_first_e=L0 * lay_e, psi_last_e=Ll * lay_e)
+
+
+def _grid_memory(spec: ModelSpec, g: _Grid, space: PlanSpace, ps: dict):
+    """The fullest GPU of every plan (first or last stage): model states, ZeRO-3 gather buffer, communication
+    buckets, activations and the reserve; and the ZeRO-3 indicator the throughput model needs."""
+    import numpy as np
+
+    b_o = Fraction(optimizer_state_bytes(spec, space.optimizer), spec.weight_params)
+    res = parse_memory(space.reserve, field="reserve")
     # model states: the ZeRO expression with the stage indicators as arrays
-    conv = {zs: PL._conv_bytes(convention, precision, zs) for zs in PL.ZERO_STAGES}
-    cb = {key: np.select([Z == zs for zs in PL.ZERO_STAGES], [float(conv[zs][key]) for zs in PL.ZERO_STAGES])
+    conv = {zs: PL._conv_bytes(space.convention, space.precision, zs) for zs in PL.ZERO_STAGES}
+    cb = {key: np.select([g.Z == zs for zs in PL.ZERO_STAGES], [float(conv[zs][key]) for zs in PL.ZERO_STAGES])
           for key in ("b_w", "b_g", "b_gh", "b_m", "gather")}
-    zos, zg, zp = (Z >= 1).astype(float), (Z >= 2).astype(float), (Z >= 3).astype(float)
+    zos, zg, zp = (g.Z >= 1).astype(float), (g.Z >= 2).astype(float), (g.Z >= 3).astype(float)
 
     def states(psi, nd):
         return npeval(PL.ZERO_MODEL_STATES_GENERAL, Psi=psi, N_d=nd, b_w=cb["b_w"], b_g=cb["b_g"], b_gh=cb["b_gh"],
                       b_m=cb["b_m"], b_o=float(b_o), z_os=zos, z_g=zg, z_p=zp)
 
-    st_first = states(psi_first_d, D) + states(psi_first_e, D / Ee)
-    st_last = states(psi_last_d, D) + states(psi_last_e, D / Ee)
-    grads_first = (cb["b_g"] + cb["b_gh"]) * (psi_first_d + psi_first_e) / np.where(zg > 0, D, 1)
-    # ZeRO-3 gather buffer: largest module of the stage on one rank (exact per (t, e), then looked up)
-    gather_first = np.zeros_like(T)
-    gather_last = np.zeros_like(T)
-    if conv[3]["gather"] and 3 in zero_stages:
-        for t_ in set(lay[:, 0].astype(int)):
-            for e_ in set(lay[:, 3].astype(int)):
-                sel = (T == t_) & (Ee == e_) & (Z == 3)
+    st_first = states(ps["psi_first_d"], g.D) + states(ps["psi_first_e"], g.D / g.Ee)
+    st_last = states(ps["psi_last_d"], g.D) + states(ps["psi_last_e"], g.D / g.Ee)
+    gather_first, gather_last = _gather_buffers(spec, g, space, conv, cb, ps["k"])
+    grads_first = (cb["b_g"] + cb["b_gh"]) * (ps["psi_first_d"] + ps["psi_first_e"]) / np.where(zg > 0, g.D, 1)
+    grads_last = (cb["b_g"] + cb["b_gh"]) * (ps["psi_last_d"] + ps["psi_last_e"]) / np.where(zg > 0, g.D, 1)
+    bucket_first, bucket_last = (_buckets(g, space, grads) for grads in (grads_first, grads_last))
+    act_first, act_last = _grid_activations(g, space, ps)
+    mem_first = st_first + gather_first + bucket_first + act_first + res
+    mem_last = st_last + gather_last + bucket_last + act_last + res
+    return np.maximum(mem_first, mem_last), zp
+
+
+def _gather_buffers(spec: ModelSpec, g: _Grid, space: PlanSpace, conv: dict, cb: dict, k: float):
+    """ZeRO-3 gather buffer of the first and the last stage: the stage's largest module on one rank (exact per
+    (t, e), then looked up)."""
+    import numpy as np
+
+    gather_first = np.zeros_like(g.T)
+    gather_last = np.zeros_like(g.T)
+    if conv[3]["gather"] and 3 in space.zero_stages:
+        for t_ in set(g.lay[:, 0].astype(int)):
+            for e_ in set(g.lay[:, 3].astype(int)):
+                sel = (g.T == t_) & (g.Ee == e_) & (g.Z == 3)
                 for p1 in (True, False):
-                    s1 = sel & ((Pp == 1) == p1)
+                    s1 = sel & ((g.Pp == 1) == p1)
                     if not s1.any():
                         continue
                     gf = float(PL.largest_module_params(spec, t_, e_, "single" if p1 else "first")) * k
                     gl = float(PL.largest_module_params(spec, t_, e_, "single" if p1 else "last")) * k
                     gather_first[s1] = cb["gather"][s1] * gf
                     gather_last[s1] = cb["gather"][s1] * gl
-    # communication buckets (the same rules as plan_memory)
-    rule = check_choice("buckets", buckets, PL.BUCKETS)
-    ds = np.where(Z == 3, 2.0 * (PL.DEEPSPEED_REDUCE_BUCKET + PL.DEEPSPEED_PREFETCH_BUCKET),
-                  2.0 * PL.DEEPSPEED_REDUCE_BUCKET * (2 if overlap_comm else 1))
-    hf = 2.0 * (PL.DEEPSPEED_REDUCE_BUCKET + PL.DEEPSPEED_ALLGATHER_BUCKET) * (4.5 if overlap_comm else 1)
-    mp1 = (T == 1) & (Pp == 1)
-    grads_last = (cb["b_g"] + cb["b_gh"]) * (psi_last_d + psi_last_e) / np.where(zg > 0, D, 1)
+    return gather_first, gather_last
 
-    def bucket(grads):
-        if rule == "auto":
-            return np.where(Z == 0, np.where(mp1, grads, 0.0), ds)
-        return {"ddp": grads, "deepspeed": ds, "hf-rule": np.full_like(T, hf), "none": np.zeros_like(T)}[rule]
 
-    bucket_first, bucket_last = bucket(grads_first), bucket(grads_last)
-    # activations (Korthikanti et al.), one expression per recompute level
-    zsp = (T > 1).astype(float)
-    a_layer = np.zeros_like(T)
-    for j, r in enumerate(recompute):
-        sel = RC == j
-        a_layer[sel] = npeval(A.MEGATRON_LAYER_BY_RECOMPUTE[r], s=seq, b=Bm[sel], h=sv["h"], n_h=sv["n_h"],
-                              t=T[sel], z_sp=zsp[sel])
-    emb = npeval(PL.MEGATRON_EMBED_ACT, s=seq, b=Bm, h=sv["h"], t=T, z_sp=zsp)
-    head = npeval(PL.MEGATRON_HEAD_ACT, s=seq, b=Bm, h=sv["h"], V=sv["V"], t=T, z_sp=zsp)
-    inter_v = Vv > 1
-    f0 = np.where(inter_v, npeval(PL.IN_FLIGHT["interleaved"], p=Pp, i=0, m=M, v=Vv),
-                  npeval(PL.IN_FLIGHT["1f1b"], p=Pp, i=0, m=M))
-    fl = np.where(inter_v, npeval(PL.IN_FLIGHT["interleaved"], p=Pp, i=Pp - 1, m=M, v=Vv),
-                  npeval(PL.IN_FLIGHT["1f1b"], p=Pp, i=Pp - 1, m=M))
-    act_first = npeval(PL.STAGE_ACTIVATIONS, F_i=f0, L_i=L0, A_layer=a_layer, z_first=1, z_last=one, s=seq, b=Bm,
-                       h=sv["h"], V=sv["V"], t=T, z_sp=zsp)
-    act_last = npeval(PL.STAGE_ACTIVATIONS, F_i=fl, L_i=Ll, A_layer=a_layer, z_first=one, z_last=1, s=seq, b=Bm,
-                      h=sv["h"], V=sv["V"], t=T, z_sp=zsp)
-    del emb, head
-    mem_first = st_first + gather_first + bucket_first + act_first + res
-    mem_last = st_last + gather_last + bucket_last + act_last + res
-    peak_mem = np.maximum(mem_first, mem_last)
-    fits = peak_mem <= limit
-    # throughput
-    zf = np.array([r == "full" for r in recompute], dtype=float)[RC]
-    zs = np.array([r == "selective" for r in recompute], dtype=float)[RC]
-    tok = Bm * M * D * seq
-    dp_bw = np.where(T * D <= gpus_per_node, intra, inter)
-    pp_bw = np.where(T * D * Pp <= gpus_per_node, intra, inter)
-    psi_rank = (n * (lay_d + lay_e) + first + last) / Pp
-    common = dict(N=float(spec.n_active_params), L=n, h=sv["h"], s=seq, z_full=zf, z_sel=zs, tokens=tok,
-                  n=float(n_gpus), C=flops, mfu=mfu, p=Pp, v=Vv, m=M, t=T, b=Bm, B_tp=intra, B_dp=dp_bw,
-                  B_pp=pp_bw, N_d=D, z_p=zp, Psi_r=psi_rank, z_pp=(Pp > 1).astype(float))
-    t_compute = npeval(T_COMPUTE, **common)
-    t_pipe = npeval(T_PIPELINE, **common)
-    t_tp = npeval(T_TP, **common)
-    t_dp = npeval(T_DP, **common)
-    t_pp = npeval(T_PP, **common)
-    step = t_pipe + t_tp + t_dp + t_pp
-    tps_ = tok / step
-    # best throughput first; equal throughput (ZeRO 0-2 move the same bytes): less memory first
+def _buckets(g: _Grid, space: PlanSpace, grads):
+    """Communication buckets of one stage (the same rules as plan_memory); ``grads``: its gradient bytes."""
+    import numpy as np
+
+    ds = np.where(g.Z == 3, 2.0 * (PL.DEEPSPEED_REDUCE_BUCKET + PL.DEEPSPEED_PREFETCH_BUCKET),
+                  2.0 * PL.DEEPSPEED_REDUCE_BUCKET * (2 if space.overlap_comm else 1))
+    if space.buckets == "auto":
+        mp1 = (g.T == 1) & (g.Pp == 1)
+        return np.where(g.Z == 0, np.where(mp1, grads, 0.0), ds)
+    hf = 2.0 * (PL.DEEPSPEED_REDUCE_BUCKET + PL.DEEPSPEED_ALLGATHER_BUCKET) * (4.5 if space.overlap_comm else 1)
+    return {"ddp": grads, "deepspeed": ds, "hf-rule": np.full_like(g.T, hf), "none": np.zeros_like(g.T)}[space.buckets]
+
+
+def _grid_activations(g: _Grid, space: PlanSpace, ps: dict):
+    """Activations of the first and the last stage (Korthikanti et al.), one expression per recompute level, with
+    the micro-batches each stage holds in flight (1F1B or interleaved)."""
+    import numpy as np
+
+    sv, seq = ps["sv"], space.seq
+    zsp = (g.T > 1).astype(float)
+    a_layer = np.zeros_like(g.T)
+    for j, r in enumerate(space.recompute):
+        sel = g.RC == j
+        a_layer[sel] = npeval(A.MEGATRON_LAYER_BY_RECOMPUTE[r], s=seq, b=g.Bm[sel], h=sv["h"], n_h=sv["n_h"],
+                              t=g.T[sel], z_sp=zsp[sel])
+    inter_v = g.Vv > 1
+    f0 = np.where(inter_v, npeval(PL.IN_FLIGHT["interleaved"], p=g.Pp, i=0, m=g.M, v=g.Vv),
+                  npeval(PL.IN_FLIGHT["1f1b"], p=g.Pp, i=0, m=g.M))
+    fl = np.where(inter_v, npeval(PL.IN_FLIGHT["interleaved"], p=g.Pp, i=g.Pp - 1, m=g.M, v=g.Vv),
+                  npeval(PL.IN_FLIGHT["1f1b"], p=g.Pp, i=g.Pp - 1, m=g.M))
+    common = dict(A_layer=a_layer, s=seq, b=g.Bm, h=sv["h"], V=sv["V"], t=g.T, z_sp=zsp)
+    act_first = npeval(PL.STAGE_ACTIVATIONS, F_i=f0, L_i=ps["L0"], z_first=1, z_last=ps["one"], **common)
+    act_last = npeval(PL.STAGE_ACTIVATIONS, F_i=fl, L_i=ps["Ll"], z_first=ps["one"], z_last=1, **common)
+    return act_first, act_last
+
+
+def _grid_times(spec: ModelSpec, card: GPU, n_gpus: int, g: _Grid, space: PlanSpace, ps: dict, zp) -> dict:
+    """The throughput model's terms (seconds per step) of every plan, and its tokens/s."""
+    import numpy as np
+
+    flops = (card.bf16_tflops or card.fp16_tflops) * 1e12
+    intra = card.interconnect_gb_s / 2 * 1e9
+    inter = (space.inter_node_gb_s if space.inter_node_gb_s is not None
+             else INTER_NODE_GB_S.get(card.key, 12.5)) * 1e9
+    zf = np.array([r == "full" for r in space.recompute], dtype=float)[g.RC]
+    zs = np.array([r == "selective" for r in space.recompute], dtype=float)[g.RC]
+    tok = g.Bm * g.M * g.D * space.seq
+    dp_bw = np.where(g.T * g.D <= space.gpus_per_node, intra, inter)
+    pp_bw = np.where(g.T * g.D * g.Pp <= space.gpus_per_node, intra, inter)
+    n = spec.n_layers
+    psi_rank = (n * (ps["lay_d"] + ps["lay_e"]) + ps["first"] + ps["last"]) / g.Pp
+    common = dict(N=float(spec.n_active_params), L=n, h=ps["sv"]["h"], s=space.seq, z_full=zf, z_sel=zs, tokens=tok,
+                  n=float(n_gpus), C=flops, mfu=space.mfu, p=g.Pp, v=g.Vv, m=g.M, t=g.T, b=g.Bm, B_tp=intra,
+                  B_dp=dp_bw, B_pp=pp_bw, N_d=g.D, z_p=zp, Psi_r=psi_rank, z_pp=(g.Pp > 1).astype(float))
+    out = {name: npeval(expr, **common) for name, expr in (("compute", T_COMPUTE), ("pipe", T_PIPELINE),
+                                                           ("tp", T_TP), ("dp", T_DP), ("pp", T_PP))}
+    out["step"] = out["pipe"] + out["tp"] + out["dp"] + out["pp"]
+    out["tokens_per_s"] = tok / out["step"]
+    out["flops"] = flops
+    return out
+
+
+def _ranked(spec: ModelSpec, card: GPU, n_gpus: int, g: _Grid, space: PlanSpace, peak_mem, times: dict):
+    """The ``top`` plans that fit, best throughput first (equal throughput -- ZeRO 0-2 move the same bytes --:
+    less memory first), each recomputed exactly with plan_memory; and how many fit."""
+    import numpy as np
+
+    fits = peak_mem <= card.memory_bytes * (1 - space.headroom)
+    tps_ = times["tokens_per_s"]
     order = np.lexsort((peak_mem, -np.where(fits, np.round(tps_, 6), -np.inf)))
     n_fit = int(fits.sum())
+    res = parse_memory(space.reserve, field="reserve")
     ranked = []
-    for j in order[:min(top, n_fit)]:
-        plan = ParallelPlan(tp=int(T[j]), pp=int(Pp[j]), dp=int(D[j]), zero=int(Z[j]), ep=int(Ee[j]),
-                            sequence_parallel=bool(T[j] > 1), recompute=recompute[int(RC[j])], micro_batch=int(Bm[j]),
-                            n_micro=int(M[j]), virtual_stages=int(Vv[j]))
-        exact = plan_memory(spec, plan, seq, convention=convention, precision=precision, optimizer=optimizer,
-                            activation_style="megatron", buckets=buckets, overlap_comm=overlap_comm, reserve=res)
+    for j in order[:min(space.top, n_fit)]:
+        plan = ParallelPlan(tp=int(g.T[j]), pp=int(g.Pp[j]), dp=int(g.D[j]), zero=int(g.Z[j]), ep=int(g.Ee[j]),
+                            sequence_parallel=bool(g.T[j] > 1), recompute=space.recompute[int(g.RC[j])],
+                            micro_batch=int(g.Bm[j]), n_micro=int(g.M[j]), virtual_stages=int(g.Vv[j]))
+        exact = plan_memory(spec, plan, space.seq, convention=space.convention, precision=space.precision,
+                            optimizer=space.optimizer, activation_style="megatron", buckets=space.buckets,
+                            overlap_comm=space.overlap_comm, reserve=res)
         model_flops = 6 * spec.n_active_params * tps_[j]
-        ranked.append(RankedPlan(plan, exact.total, float(tps_[j]), float(step[j]), float(t_compute[j]),
-                                 float(npeval(BUBBLE, p=Pp[j], v=Vv[j], m=M[j])), float(t_tp[j]), float(t_dp[j]),
-                                 float(t_pp[j]), float(model_flops / (n_gpus * flops)), exact))
-    return PlanSearch(spec.name, card.key, n_gpus, tuple(ranked), len(T), n_fit, time.perf_counter() - t0, cap, headroom)
+        ranked.append(RankedPlan(plan, exact.total, float(tps_[j]), float(times["step"][j]),
+                                 float(times["compute"][j]), float(npeval(BUBBLE, p=g.Pp[j], v=g.Vv[j], m=g.M[j])),
+                                 float(times["tp"][j]), float(times["dp"][j]), float(times["pp"][j]),
+                                 float(model_flops / (n_gpus * times["flops"])), exact))
+    return ranked, n_fit
 
 
 # --- inverse questions -----------------------------------------------------------------------------------
@@ -667,17 +806,18 @@ def _layout(n_gpus: int, tp: int, pp: int) -> int:
 
 @checked_call
 def largest_trainable_model(gpu: GPU | str, n_gpus: int, seq: int = 2048, *, family: ModelFamily | str = "llama-width",
-                            method: str = "full", zero: int = 3, tp: int = 1, pp: int = 1, headroom: float = 0.0,
-                            k_max: int = 4096, **kwargs) -> LargestModel:
+                            method: str = "full", zero: int = 3, headroom: float = 0.0, k_max: int = 4096,
+                            **kwargs) -> LargestModel:
     """Largest model of ``family`` whose plan (``tp x pp x dp`` on ``n_gpus`` cards, ZeRO ``zero``) fits every GPU
-    under ``(1 - headroom)`` of its memory: bisection on the family's scale index k. ``kwargs`` go to
-    :func:`vramlib.plans.parallel.plan_memory` (convention, recompute, micro_batch, method options ...). Chapters 3, 9.
+    under ``(1 - headroom)`` of its memory: bisection on the family's scale index k. ``kwargs``: the plan's fields
+    (``tp=1``, ``pp=1``, ``recompute``, ``micro_batch`` ...; dp is n_gpus / (tp x pp)) and
+    :func:`vramlib.plans.parallel.plan_memory`'s options (convention, method options ...). Chapters 3, 9.
     """
     fam = get_family(family)
     card = gpu if isinstance(gpu, GPU) else get_gpu(gpu)
     n_gpus = check_positive_int("n_gpus", n_gpus)
     seq = check_positive_int("seq", seq)
-    tp, pp = check_positive_int("tp", tp), check_positive_int("pp", pp)
+    tp, pp = check_positive_int("tp", kwargs.pop("tp", 1)), check_positive_int("pp", kwargs.pop("pp", 1))
     headroom = check_fraction("headroom", headroom)
     k_max = check_positive_int("k_max", k_max)
     method = check_choice("method", method, METHODS)
@@ -757,25 +897,24 @@ def _sharded_components(plan: ParallelPlan, method: str) -> set[str]:
 
 @checked_call
 def min_gpus_for_training(model: ModelSpec | str, gpu: GPU | str, seq: int = 2048, *, method: str = "full",
-                          zero: int = 3, tp: int | None = 1, pp: int | None = 1, headroom: float = 0.0,
-                          gpus_per_node: int = 8, **kwargs) -> MinGpus:
+                          zero: int = 3, headroom: float = 0.0, gpus_per_node: int = 8, **kwargs) -> MinGpus:
     """Fewest GPUs of ``gpu`` that train ``model`` with ``tp x pp`` model parallelism and ZeRO ``zero`` over the
     data-parallel ranks. Per GPU the memory is S / N_d + R (S: what ZeRO shards, R: the rest), so N_d comes
-    from formulas.MIN_GPUS (``sympy.solve`` of M = S / n + R), then checked exactly. ``tp=None`` / ``pp=None``:
-    also search the layout (TP within a node and dividing the heads, any number of stages), fewest GPUs first,
-    then the smallest tp x pp. Chapters 3, 4, 12."""
+    from formulas.MIN_GPUS (``sympy.solve`` of M = S / n + R), then checked exactly. ``kwargs``: the layout
+    ``tp=1``, ``pp=1`` (``None``: also search it -- TP within a node and dividing the heads, any number of stages,
+    fewest GPUs first, then the smallest tp x pp), the plan's other fields and plan_memory's options.
+    Chapters 3, 4, 12."""
     seq = check_positive_int("seq", seq)
     headroom = check_fraction("headroom", headroom)
     gpus_per_node = check_positive_int("gpus_per_node", gpus_per_node)
     method = check_choice("method", method, METHODS)
     if "dp" in kwargs:
         raise InvalidValueError("dp", kwargs["dp"], "is what min_gpus_for_training solves for; not a keyword")
-    if tp is not None:
-        tp = check_positive_int("tp", tp)
-    if pp is not None:
-        pp = check_positive_int("pp", pp)
+    tp, pp = (kwargs.pop(k, 1) for k in ("tp", "pp"))
+    tp, pp = (None if x is None else check_positive_int(k, x) for k, x in (("tp", tp), ("pp", pp)))
     if tp is None or pp is None:
-        return _min_gpus_any_layout(model, gpu, seq, method, zero, tp, pp, headroom, gpus_per_node, kwargs)
+        options = dict(method=method, zero=zero, headroom=headroom, **kwargs)
+        return _min_gpus_any_layout(get_model(model), gpu, seq, tp, pp, gpus_per_node, options)
     spec = get_model(model)
     card = gpu if isinstance(gpu, GPU) else get_gpu(gpu)
     plan_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in ParallelPlan.__dataclass_fields__}
@@ -813,8 +952,10 @@ def min_gpus_for_training(model: ModelSpec | str, gpu: GPU | str, seq: int = 204
     return MinGpus(spec.name, need * tp * pp, need, memory(need), below, card.memory_bytes)
 
 
-def _min_gpus_any_layout(model, gpu, seq, method, zero, tp, pp, headroom, gpus_per_node, kwargs) -> MinGpus:
-    spec = get_model(model)
+def _min_gpus_any_layout(spec: ModelSpec, gpu, seq: int, tp: int | None, pp: int | None, gpus_per_node: int,
+                         options: dict) -> MinGpus:
+    """min_gpus_for_training over the layouts (``tp`` / ``pp`` None: every size), fewest GPUs first, then the
+    smallest tp x pp; ``options``: the call's method, zero, headroom and other keywords."""
     ok_tp = PL.allowed_tp(spec.n_heads, spec.n_kv_heads)
     tps = [tp] if tp is not None else [x for x in ok_tp if gpus_per_node % x == 0]
     pps = [pp] if pp is not None else list(range(1, spec.n_layers + 1))
@@ -823,19 +964,18 @@ def _min_gpus_any_layout(model, gpu, seq, method, zero, tp, pp, headroom, gpus_p
     for t_, p_ in layouts:
         if best is not None and best.n_gpus and t_ * p_ >= best.n_gpus:
             break
-        if method != "full" and (t_ > 1 or p_ > 1):
+        if options["method"] != "full" and (t_ > 1 or p_ > 1):
             continue
-        kw = dict(kwargs)
+        kw = dict(options)
         if t_ == 1:  # sequence parallelism (asked for the TP layouts) needs tp > 1
             kw.pop("sequence_parallel", None)
-        r = min_gpus_for_training(spec, gpu, seq, method=method, zero=zero, tp=t_, pp=p_, headroom=headroom, **kw)
+        r = min_gpus_for_training(spec, gpu, seq, tp=t_, pp=p_, **kw)
         if r.n_gpus and (best is None or not best.n_gpus or r.n_gpus < best.n_gpus):
             best = r
         elif best is None:
             best = r
     if best is None:  # every layout skipped (LoRA/QLoRA with tp or pp > 1): let the plan say why, in one line
-        return min_gpus_for_training(spec, gpu, seq, method=method, zero=zero, tp=tps[0], pp=pps[0], headroom=headroom,
-                                     **kwargs)
+        return min_gpus_for_training(spec, gpu, seq, tp=tps[0], pp=pps[0], **options)
     return best
 
 
@@ -872,7 +1012,8 @@ def max_params_model_states(memory, dp: int = 1, stage: int = 0, convention: str
 
 __all__ = [
     "BUBBLE", "FAMILIES", "FLOPS_PER_TOKEN", "INTER_NODE_GB_S", "LargestModel", "MinGpus",
-    "ModelFamily", "PipelineBalance", "PlanSearch", "RankedPlan", "TOKENS_PER_SECOND", "T_STEP", "balance_pipeline",
+    "ModelFamily", "PipelineBalance", "PlanSearch", "PlanSpace", "RankedPlan", "TOKENS_PER_SECOND", "T_STEP",
+    "balance_pipeline",
     "balance_verdict", "get_family", "largest_trainable_model", "largest_trainable_table", "max_params_model_states",
     "min_gpus_for_training",
     "max_params_zero_expr", "npeval", "peak_limit", "search_plans", "spread",

@@ -118,19 +118,21 @@ def _plan_for(count: int, zero: int, plan_fields: dict) -> tuple[ParallelPlan, s
     return ParallelPlan(dp=count, zero=zero, **plan_fields), "auto"
 
 
+_ROW_FLAGS = ("fewest_only", "include_unfit", "require_features")
+
+
 @checked_call
 def recommend_gpus(model: ModelSpec | str, method: str = "qlora", seq: int = 2048,
                    counts: Sequence[int] = DEFAULT_COUNTS, headroom: float = 0.1, *, zero: int = 3,
-                   gpus: Sequence[GPU | str] | None = None, fewest_only: bool = True, include_unfit: bool = False,
-                   require_features: bool = False, **training_kwargs) -> list[Recommendation]:
+                   gpus: Sequence[GPU | str] | None = None, **options) -> list[Recommendation]:
     """Catalogue GPUs x ``counts`` on which one step of fine-tuning ``model`` fits, cheapest per hour first.
 
-    ``method``: full | lora | qlora. ``training_kwargs`` go to ``vramlib.plans.parallel.plan_memory``: training options
-    (``precision``, ``optimizer``, ``convention``, ``attention``, ``lora_rank``, ``reserve`` ...) and plan fields
-    (``recompute``, ``micro_batch``, ``offload_optimizer`` ...). ``fewest_only``: per card, only the smallest count
-    that fits (more cards of the same kind cost more for the same answer). ``include_unfit``: also the rows that do
-    not fit (sorted after those that do). ``require_features``: drop cards that lack the requested bf16 or
-    FlashAttention-2 instead of noting it. Chapter 9.
+    ``method``: full | lora | qlora. ``options``: which rows (``fewest_only=True``: per card, only the smallest
+    count that fits -- more cards of the same kind cost more for the same answer; ``include_unfit=False``: also the
+    rows that do not fit, sorted after those that do; ``require_features=False``: drop cards that lack the
+    requested bf16 or FlashAttention-2 instead of noting it), then what goes to ``vramlib.plans.parallel.plan_memory``:
+    training options (``precision``, ``optimizer``, ``convention``, ``attention``, ``lora_rank``, ``reserve`` ...)
+    and plan fields (``recompute``, ``micro_batch``, ``offload_optimizer`` ...). Chapter 9.
     """
     m = get_model(model)
     method = check_choice("method", method, METHODS)
@@ -138,27 +140,19 @@ def recommend_gpus(model: ModelSpec | str, method: str = "qlora", seq: int = 204
     headroom = check_fraction("headroom", headroom)
     if isinstance(zero, bool) or zero not in (1, 2, 3):
         raise InvalidValueError("zero", zero, "the ZeRO stage of the multi-GPU rows must be 1, 2 or 3")
-    for name, flag in (("fewest_only", fewest_only), ("include_unfit", include_unfit),
-                       ("require_features", require_features)):
-        if not isinstance(flag, bool):
-            raise InvalidValueError(name, flag, "must be True or False")
+    fewest_only, include_unfit, require_features = _row_flags(options)
     for k in _FORBIDDEN:
-        if k in training_kwargs:
-            raise InvalidValueError(k, training_kwargs[k], "set by the recommender (counts, zero); not a keyword")
+        if k in options:
+            raise InvalidValueError(k, options[k], "set by the recommender (counts, zero); not a keyword")
     from ..core.errors import as_sequence
 
     counts = sorted({check_positive_int("counts", c) for c in as_sequence("counts", counts, "(1, 2, 4, 8)")})
     cards = list_gpus() if gpus is None else [g if isinstance(g, GPU) else get_gpu(g) for g in
                                               as_sequence("gpus", gpus, "('a100-80gb', 'h100-sxm-80gb')",
                                                           lambda x: isinstance(x, (str, GPU)))]
-    plan_fields = {k: training_kwargs.pop(k) for k in list(training_kwargs) if k in _PLAN_FIELDS}
-    precision = get_precision(training_kwargs.get("precision", "bf16"), field="precision").name
-    attention = check_choice("attention", training_kwargs.get("attention", "sdpa"), ATTENTION)
-    user_buckets = training_kwargs.pop("buckets", None)
-    per_count: dict[int, PlanMemory] = {}
-    for c in counts:
-        plan, buckets = _plan_for(c, zero, plan_fields)
-        per_count[c] = plan_memory(m, plan, seq, method=method, buckets=user_buckets or buckets, **training_kwargs)
+    precision = get_precision(options.get("precision", "bf16"), field="precision").name
+    attention = check_choice("attention", options.get("attention", "sdpa"), ATTENTION)
+    per_count = _memory_per_count(m, method, seq, counts, zero, options)
     out: list[Recommendation] = []
     for g in cards:
         notes = _notes(g, precision, attention)
@@ -173,6 +167,31 @@ def recommend_gpus(model: ModelSpec | str, method: str = "qlora", seq: int = 204
         else:
             out += fitting + (unfit if include_unfit else [])
     return sorted(out, key=_rank)
+
+
+def _row_flags(options: dict) -> tuple[bool, bool, bool]:
+    """``fewest_only`` (default True), ``include_unfit`` and ``require_features`` (False), taken out of
+    ``options``; each must be True or False."""
+    out = []
+    for name in _ROW_FLAGS:
+        flag = options.pop(name, name == "fewest_only")
+        if not isinstance(flag, bool):
+            raise InvalidValueError(name, flag, "must be True or False")
+        out.append(flag)
+    return out[0], out[1], out[2]
+
+
+def _memory_per_count(m: ModelSpec, method: str, seq: int, counts: list[int], zero: int,
+                      training_kwargs: dict) -> dict[int, PlanMemory]:
+    """The job's per-GPU memory on each count of cards (one card: plain training; several: ZeRO ``zero``)."""
+    training_kwargs = dict(training_kwargs)
+    plan_fields = {k: training_kwargs.pop(k) for k in list(training_kwargs) if k in _PLAN_FIELDS}
+    user_buckets = training_kwargs.pop("buckets", None)
+    per_count: dict[int, PlanMemory] = {}
+    for c in counts:
+        plan, buckets = _plan_for(c, zero, plan_fields)
+        per_count[c] = plan_memory(m, plan, seq, method=method, buckets=user_buckets or buckets, **training_kwargs)
+    return per_count
 
 
 def _rank(r: Recommendation):

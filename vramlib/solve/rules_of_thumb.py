@@ -21,7 +21,7 @@ import sympy as sp
 
 from ..core import formulas as F
 from ..memory.activations import activation_bytes
-from ..core.errors import check_choice, check_positive_int
+from ..core.errors import check_choice, check_keywords, check_positive_int
 from ..catalog.models import ModelSpec, get_model
 from .training_feasibility import SOURCE_ACTIVATIONS, c_act
 
@@ -39,21 +39,24 @@ IMPLIED_COEFFICIENT = _solved()
 Chapters 3, 4, 9."""
 
 SCOPES = ("model", "layer")
+_ARGUMENTS = ("model", "seq", "batch", "style", "recompute", "attention", "dtype", "scope", "tp", "sequence_parallel")
 
 
 def implied_coefficient(model: ModelSpec | str, seq: int = 2048, batch: int = 1, style: str = "hf",
                         recompute: str = "none", attention: str = "sdpa", dtype: str = "bf16",
-                        scope: str = "model", tp: int = 1, sequence_parallel: bool = False) -> Fraction:
+                        scope: str = "model", **tensor_parallel) -> Fraction:
     """The coefficient c for which the source's ``b s h L c`` equals ``activation_bytes`` (exact Fraction).
 
     ``scope="model"``: the whole step's peak (embeddings, LM head and the fp32 logits of the loss included) spread
     over the L layers; ``scope="layer"``: one decoder layer (L = 1). The other arguments are those of
-    :func:`vramlib.memory.activations.activation_bytes` (``tp`` / ``sequence_parallel``: the megatron style's activations of one
-    tensor-parallel rank, so c is then per GPU).
+    :func:`vramlib.memory.activations.activation_bytes`; ``tensor_parallel``: its ``tp=1`` and ``sequence_parallel=False``
+    (the megatron style's activations of one tensor-parallel rank, so c is then per GPU).
 
     >>> implied_coefficient("source-7b", 2048, style="megatron", recompute="selective", scope="layer")
     Fraction(34, 1)
     """
+    check_keywords("implied_coefficient", tensor_parallel, _ARGUMENTS)
+    tp, sequence_parallel = tensor_parallel.get("tp", 1), tensor_parallel.get("sequence_parallel", False)
     m = get_model(model)
     seq = check_positive_int("seq", seq)
     batch = check_positive_int("batch", batch)

@@ -294,7 +294,9 @@ def cmd_plan(args) -> int:
                        ("recompute", args.recompute)):
         if value is not None:
             kw[key] = value
-    search = search_plans(m, hw.gpu, hw.count, **kw)
+    from ..solve.planning import PlanSpace
+
+    search = search_plans(m, hw.gpu, hw.count, space=PlanSpace(**kw))
     rows = [{"plan": r.plan.label(), "GB per GPU": round(gb(r.peak_bytes), 2), "GiB per GPU": round(gib(r.peak_bytes), 2),
              "tokens/s": round(r.tokens_per_s), "step (s)": round(r.step_s, 2), "bubble": f"{r.bubble:.1%}",
              "MFU": f"{r.mfu:.1%}"} for r in search.plans]

@@ -16,7 +16,7 @@ from ...core.errors import VramlibError
 from ...catalog.hardware import GPUS, get_gpu
 from ...catalog.models import get_model
 from ...plans.parallel import OFFLOAD, ParallelPlan, PlanMemory, plan_memory
-from ...solve.planning import balance_pipeline, balance_verdict, search_plans
+from ...solve.planning import PlanSpace, balance_pipeline, balance_verdict, search_plans
 from ...memory.training import CONVENTIONS
 from ...core.units import fmt_bytes, gb, gib
 from ..viz import breakdown_svg
@@ -113,8 +113,8 @@ def search_compute(model, gpu: str, n_gpus: int = 64, seq: int = 2048, global_ba
                    convention: str = "mixed-fp32-master", headroom: float = 0.1, mfu: float = 0.4) -> Computed:
     """The best plan the search finds for ``n_gpus`` cards: its fullest GPU and the top plans (chapter 12)."""
     card = get_gpu(gpu)
-    res = search_plans(model, card, n_gpus, seq, global_batch, convention=convention, headroom=headroom, mfu=mfu,
-                       top=3)
+    space = PlanSpace(seq=seq, global_batch=global_batch, convention=convention, headroom=headroom, mfu=mfu, top=3)
+    res = search_plans(model, card, n_gpus, space=space)
     if not res.plans:
         raise VramlibError(f"n_gpus: no plan of {n_gpus} x {card.key} fits {get_model(model).name} under "
                            f"{1 - headroom:.0%} ({res.n_candidates:,} tried); add GPUs or lower the batch")

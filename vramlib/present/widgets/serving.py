@@ -9,7 +9,7 @@ from __future__ import annotations
 from ...catalog.hardware import GPUS, get_gpu
 from ...catalog.models import get_model
 from ...catalog.precision import precision_names
-from ...serve.serving import serving_kv_capacity
+from ...serve.serving import ServingConfig, serving_kv_capacity
 from ...core.errors import check_positive_int
 from .base import Computed, bounded_int, panel
 
@@ -22,10 +22,11 @@ def serving_compute(model, n_heads: int, n_kv_heads: int, weights: str, kv_dtype
     """One update of the serving panel: (Breakdown per GPU, the card's memory, verdict with blocks / concurrency)."""
     m = get_model(model).with_heads(n_heads, n_kv_heads)
     card = get_gpu(gpu)
-    cap = serving_kv_capacity(m, card, gpu_memory_utilization=gpu_memory_utilization, tp=tp, block_size=block_size,
-                              max_num_batched_tokens=max_num_batched_tokens, weights=weights, kv_dtype=kv_dtype,
-                              request_tokens=request_tokens, max_num_seqs=max_num_seqs,
-                              max_model_len=check_positive_int("request tokens", request_tokens))
+    config = ServingConfig(gpu_memory_utilization=gpu_memory_utilization, tp=tp, block_size=block_size,
+                           max_num_batched_tokens=max_num_batched_tokens, weights=weights, kv_dtype=kv_dtype,
+                           request_tokens=request_tokens, max_num_seqs=max_num_seqs,
+                           max_model_len=check_positive_int("request tokens", request_tokens))
+    cap = serving_kv_capacity(m, card, config)
     verdict = cap.verdict
     if cap.starts:
         verdict += f" At most {cap.max_concurrent_requests:,} requests of {request_tokens:,} tokens at once."
