@@ -129,6 +129,7 @@ MODULES = {
     'rules_of_thumb': 'vramlib.solve.rules_of_thumb',
     'serving': 'vramlib.serve.serving',
     'sharding': 'vramlib.memory.sharding',
+    'signatures': 'vramlib.memory.signatures',
     'sphinxext': 'vramlib.web.sphinxext',
     'symbols': 'vramlib.core.symbols',
     'table': 'vramlib.core.table',
