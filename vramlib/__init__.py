@@ -23,7 +23,7 @@ __all__ = [
     "Breakdown", "CONVENTIONS", "ConfigError", "DeepSpeedEstimate", "Fit", "GB", "GPU", "GiB", "Hardware",
     "InvalidValueError", "METHODS", "ModelFamily", "ModelSpec", "OPTIMIZERS", "ParallelPlan", "PipelineBalance",
     "PlanMemory", "PlanSearch", "Precision", "Recommendation", "Roofline", "ServingCapacity", "UnknownNameError",
-    "VramlibError", "activation_bytes", "balance_pipeline", "bookshelf_alt_text", "bookshelf_pair", "bookshelf_stack",
+    "VramlibError", "Workload", "activation_bytes", "balance_pipeline", "bookshelf_alt_text", "bookshelf_pair", "bookshelf_stack",
     "bytes_per_param", "catalogue", "component_summary", "cost_per_million_tokens", "decode_curve",
     "deepspeed_zero2_estimate", "deepspeed_zero3_estimate", "design_levers", "draw_bookshelf", "equal_params_shape",
     "equal_params_shapes", "evaluate_design", "fit_inference", "fit_map", "fit_training", "fmt_bytes", "gb",

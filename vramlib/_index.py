@@ -27,6 +27,7 @@ DEFINED_IN = {
     'ServingCapacity': 'vramlib.serve.serving',
     'UnknownNameError': 'vramlib.core.errors',
     'VramlibError': 'vramlib.core.errors',
+    'Workload': 'vramlib.memory.training',
     'activation_bytes': 'vramlib.memory.activations',
     'balance_pipeline': 'vramlib.solve.planning',
     'bookshelf_alt_text': 'vramlib.explain.bookshelf',
