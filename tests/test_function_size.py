@@ -15,8 +15,6 @@ MAX_LINES, MAX_PARAMS = 60, 8
 WAITING = {
     "catalog/models.py:_checkpoint_format",
     "catalog/models.py:_from_hf_config",
-    "plans/parallel.py:plan_memory",
-    "plans/parallel.py:zero_model_states",
     "serve/serving.py:crossover_batch",
     "serve/serving.py:roofline",
     "serve/serving.py:serving_kv_capacity",
