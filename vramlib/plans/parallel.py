@@ -394,7 +394,7 @@ def _zero_layout(plan: ParallelPlan | None, layout: dict) -> ParallelPlan:
     changes = {k: v for k, v in layout.items() if k != "stage"}
     if "stage" in layout:
         changes["zero"] = _check_stage(layout["stage"], "stage")
-    return (plan or ParallelPlan()).with_(**changes)
+    return ParallelPlan(**changes) if plan is None else plan.with_(**changes)
 
 
 @checked_call
@@ -589,16 +589,15 @@ class _Step:
     b_o: Fraction = Fraction(0)
     base_parts: tuple[tuple[str, int], ...] = ()
 
-    def states(self, n: Fraction, dp: int, zero: int | None = None) -> dict[str, Fraction]:
-        """ZERO_STATES of a rank holding ``n`` trainable parameters sharded over ``dp`` (at ``zero``, default the
-        plan's stage)."""
-        zero = self.plan.zero if zero is None else zero
-        cb = self.cb if zero == self.plan.zero else _conv_bytes(self.w.convention, self.w.precision, zero)
+    def states(self, n: Fraction, dp: int, zero: int | None = None, cb: dict | None = None) -> dict[str, Fraction]:
+        """ZERO_STATES of a rank holding ``n`` trainable parameters sharded over ``dp`` (at ZeRO stage ``zero`` with
+        its convention bytes ``cb``; default the plan's)."""
+        zero, cb = (self.plan.zero, self.cb) if zero is None else (zero, cb)
         vals = dict(Psi=n, N_d=Fraction(dp), b_o=self.b_o, **{k: cb[k] for k in ("b_w", "b_g", "b_gh", "b_m")})
         return {name: _ev(expr, vals) for name, expr in ZERO_STATES[zero].items()}
 
 
-def _plan_settings(spec: ModelSpec, plan, workload, settings: dict) -> tuple[ParallelPlan, Workload, PlanOptions]:
+def _plan_settings(plan, workload, settings: dict) -> tuple[ParallelPlan, Workload, PlanOptions]:
     """The ParallelPlan, Workload and PlanOptions of a plan_memory call: objects given, with keyword fields applied."""
     w_kw, o_kw, plan_fields = split_settings(settings, Workload, PlanOptions)
     check_keywords("plan_memory", plan_fields, PLAN_FIELDS + _PLAN_MEMORY_ARGS)
@@ -694,7 +693,8 @@ def _zero_note(step: _Step, i: int, dense: Fraction, expert: Fraction, here: Fra
     """A note when a lower ZeRO stage would hold fewer model-state bytes on stage i's rank (``here``), else None."""
     plan = step.plan
     for k in range(plan.zero):
-        low = sum((sum(step.states(n_, dp_, k).values(), Fraction(0))
+        ck = _conv_bytes(step.w.convention, step.w.precision, k)
+        low = sum((sum(step.states(n_, dp_, k, ck).values(), Fraction(0))
                    for n_, dp_ in ((dense, plan.dp), (expert, plan.dp // plan.ep))), Fraction(0))
         if step.w.method != "full" and plan.zero == 3:      # the frozen base is sharded only under ZeRO-3
             low += sum((Fraction(v_) for _, v_ in step.base_parts), Fraction(0)) * (1 - Fraction(1, plan.dp))
@@ -784,7 +784,7 @@ def plan_memory(model: ModelSpec | str, plan: ParallelPlan | None = None, *, wor
     buckets (DDP's gradient copy at ZeRO-0, DeepSpeed's fixed 5e8-element buffers at ZeRO 1-3).
     """
     spec = get_model(model)
-    plan, w, opts = _plan_settings(spec, plan, workload, settings)
+    plan, w, opts = _plan_settings(plan, workload, settings)
     style, layers = _check_plan(spec, plan, w, opts)
     step = _Step(spec, plan, w, opts, style, layers, _conv_bytes(w.convention, w.precision, plan.zero))
     acts = _stage_activations(spec, plan, w.seq, layers, style, w.dtype, w.attention)
