@@ -13,12 +13,6 @@ NUMERIC_CORE = ("core", "catalog", "memory", "plans", "solve", "serve")
 MAX_LINES, MAX_PARAMS = 60, 8
 
 WAITING = {
-    "memory/activations.py:activation_bytes",
-    "memory/activations.py:recompute_note",
-    "memory/inference.py:inference_memory",
-    "memory/training.py:training_memory",
-    "plans/parallel.py:plan_memory",
-    "plans/parallel.py:zero_model_states",
 }
 
 

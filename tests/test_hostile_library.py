@@ -1,4 +1,5 @@
-"""A hostile sweep of the public library: every exported function, every argument, a battery of bad values.
+"""A hostile sweep of the public library: every exported function and settings class (Workload, ParallelPlan), every
+argument, a battery of bad values.
 
 Each call must either return or raise :class:`vramlib.VramlibError` whose message is one line naming the
 argument -- never another exception (a traceback for the reader). Values that can never be right for an
@@ -79,6 +80,10 @@ BASE: dict[str, tuple[tuple, dict]] = {
     "PlanSpace": ((), {}),
     "ServingConfig": ((), {}),
     "Efficiency": ((), {}),
+    # settings objects: their constructors are swept field by field too (the functions that take them accept the
+    # same fields as keywords, and a ``workload=`` / ``plan=`` argument that is swept with the function)
+    "Workload": ((), dict(method="lora", seq=2048, lora_rank=8)),
+    "ParallelPlan": ((), dict(tp=2, dp=2, zero=1)),
 }
 """Functions left out of the argument sweep: no arguments, or plotting/figure helpers whose arguments are
 objects the library itself made (they are swept through the functions that make them)."""

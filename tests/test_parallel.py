@@ -702,3 +702,32 @@ def test_balancer_optimal_for_any_plan(pp, zero, conv, rc, n_micro, dp):
     best = min(max(bd.total for bd in vl.plan_memory(m, plan, 1024, convention=conv, activation_style="megatron",
                                                      stage_layers=c).stages) for c in splits)
     assert abs(res.peak - best) <= 8 and res.peak <= res.even_peak
+
+
+# --- settings objects (issue 11): a Workload and PlanOptions beside the ParallelPlan -----------------------------
+def test_plan_memory_takes_a_workload_or_its_fields():
+    plan = vl.ParallelPlan(dp=4, zero=3, recompute="full")
+    w = vl.Workload(method="qlora", seq=1024, optimizer="paged-adamw-8bit", lora_rank=8)
+    by_kw = vl.plan_memory("llama-2-7b", plan, 1024, method="qlora", optimizer="paged-adamw-8bit", lora_rank=8)
+    by_w = vl.plan_memory("llama-2-7b", plan, workload=w)
+    assert [dict(s) for s in by_w.stages] == [dict(s) for s in by_kw.stages] and by_w.notes == by_kw.notes
+    # fields given beside the workload override it; the plan_memory default activation_style stays "auto"
+    assert vl.plan_memory("llama-2-7b", plan, 2048, workload=w).total == \
+        vl.plan_memory("llama-2-7b", plan, 2048, method="qlora", optimizer="paged-adamw-8bit", lora_rank=8).total
+    with pytest.raises(InvalidValueError, match="workload"):
+        vl.plan_memory("llama-2-7b", workload="qlora")
+    with pytest.raises(UnknownNameError, match="overlap_comm"):
+        vl.plan_memory("llama-2-7b", overlap_com=True)
+    with pytest.raises(UnknownNameError, match="buckets"):
+        P.PlanOptions(buckets="dpp")
+
+
+def test_zero_model_states_takes_a_plan():
+    plan = vl.ParallelPlan(tp=8, pp=2, dp=4, zero=2)
+    assert vl.zero_model_states(70 * 10**9, plan=plan).total == vl.zero_model_states(70 * 10**9, 4, 2, tp=8, pp=2).total
+    assert vl.zero_model_states(70 * 10**9, plan=plan, stage=3).total == \
+        vl.zero_model_states(70 * 10**9, 4, 3, tp=8, pp=2).total
+    with pytest.raises(InvalidValueError, match="stage"):
+        vl.zero_model_states(10**9, stage=4)
+    with pytest.raises(InvalidValueError, match="plan"):
+        vl.zero_model_states(10**9, plan=(8, 2))

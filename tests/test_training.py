@@ -84,3 +84,59 @@ def test_more_recompute_never_raises_training_memory(model, seq, batch, method, 
               for r in ("none", "selective", "full")]
     assert totals[0] >= totals[1] >= totals[2]
     assert list(RECOMPUTE) == ["none", "selective", "full"]
+
+
+# --- the Workload settings object (issue 11): one definition of a training step's settings ----------------------
+def test_workload_and_keywords_give_the_same_step():
+    w = vl.Workload(method="lora", seq=1024, precision="bf16", optimizer="adamw-8bit", lora_rank=8)
+    by_kw = vl.training_memory("llama-2-7b", method="lora", seq=1024, optimizer="adamw-8bit", lora_rank=8,
+                               micro_batch=2, recompute="full")
+    by_w = vl.training_memory("llama-2-7b", workload=w, micro_batch=2, recompute="full")
+    assert (dict(by_w), by_w.title, by_w.notes) == (dict(by_kw), by_kw.title, by_kw.notes)
+    # keywords given with a workload override its fields; the workload itself is unchanged (frozen)
+    longer = vl.training_memory("llama-2-7b", workload=w, seq=2048)
+    assert longer.total == vl.training_memory("llama-2-7b", **{**_fields(w), "seq": 2048}).total
+    assert w.seq == 1024 and w.with_(seq=2048) == vl.Workload(**{**_fields(w), "seq": 2048})
+
+
+def _fields(w):
+    from dataclasses import fields
+
+    return {f.name: getattr(w, f.name) for f in fields(w)}
+
+
+def test_training_memory_positional_arguments_keep_their_order():
+    import inspect
+
+    assert list(inspect.signature(vl.training_memory).parameters) == [
+        "model", "method", "seq", "micro_batch", "precision", "optimizer", "convention", "recompute", "attention",
+        "lora_rank", "lora_targets", "base_weights", "activation_style", "reserve", "workload"]
+    pos = vl.training_memory(SRC7, "qlora", 512, 2, "bf16", "adamw", "source-12", "full", "eager", 8)
+    kw = vl.training_memory(SRC7, method="qlora", seq=512, micro_batch=2, convention="source-12", recompute="full",
+                            attention="eager", lora_rank=8)
+    assert dict(pos) == dict(kw)
+
+
+def test_workload_refuses_bad_fields_in_one_line():
+    for kw, field in [(dict(seqq=2), "seq"), (dict(method="lorra"), "method"), (dict(seq=0), "seq"),
+                      (dict(precision="int4"), "precision"), (dict(optimizer="adam"), "optimizer"),
+                      (dict(lora_targets=[]), "lora_targets"), (dict(lora_targets=[3]), "lora_targets"),
+                      (dict(base_weights="nf5"), "base_weights"), (dict(reserve=-1), "reserve"),
+                      (dict(activation_style="megatrn"), "activation_style"), (dict(lora_rank=1.5), "lora_rank")]:
+        with pytest.raises(vl.VramlibError, match=field) as e:
+            vl.Workload(**kw)
+        assert "\n" not in str(e.value)
+    with pytest.raises(vl.VramlibError, match="seq"):
+        vl.Workload().with_(seqq=1)
+    with pytest.raises(vl.InvalidValueError, match="workload"):
+        vl.training_memory(SRC7, workload={"method": "lora"})
+
+
+def test_workload_auto_style_is_plan_memorys_rule_on_one_gpu():
+    # "auto": hf where the family is modelled, else megatron -- what plan_memory does at tp = pp = 1
+    assert vl.training_memory("llama-2-7b", activation_style="auto").total == vl.training_memory("llama-2-7b").total
+    assert vl.training_memory("gpt2", activation_style="auto").total == \
+        vl.training_memory("gpt2", activation_style="megatron").total
+    w = vl.Workload(seq=1024, activation_style="auto")
+    assert vl.plan_memory("llama-2-7b", workload=w, buckets="none").total == \
+        vl.training_memory("llama-2-7b", workload=w).total

@@ -23,7 +23,7 @@ __all__ = [
     "Breakdown", "CONVENTIONS", "ConfigError", "DeepSpeedEstimate", "Efficiency", "Fit", "GB", "GPU", "GiB",
     "Hardware", "InvalidValueError", "METHODS", "ModelFamily", "ModelSpec", "OPTIMIZERS", "ParallelPlan",
     "PipelineBalance", "PlanMemory", "PlanSearch", "PlanSpace", "Precision", "Recommendation", "Roofline",
-    "ServingCapacity", "ServingConfig", "UnknownNameError", "VramlibError", "activation_bytes", "balance_pipeline",
+    "ServingCapacity", "ServingConfig", "UnknownNameError", "VramlibError", "Workload", "activation_bytes", "balance_pipeline",
     "bookshelf_alt_text", "bookshelf_pair", "bookshelf_stack",
     "bytes_per_param", "catalogue", "component_summary", "cost_per_million_tokens", "decode_curve",
     "deepspeed_zero2_estimate", "deepspeed_zero3_estimate", "design_levers", "draw_bookshelf", "equal_params_shape",

@@ -90,6 +90,7 @@ from ..core.errors import InvalidValueError, check_choice, check_positive_int, c
 from ..catalog.models import ModelSpec, get_model
 from ..catalog.precision import get_precision
 from ..core.symbols import E, L, V, b, b_a, d, f, h, n_h, n_kv, n_norm, s
+from .signatures import arg, keywords_through, signature
 
 ACTIVATION_STYLES = ("hf", "megatron")
 RECOMPUTE = ("none", "selective", "full")
@@ -289,18 +290,55 @@ def _activation_dtype_bytes(dtype: str) -> int:
     return int(prec.bytes_per_element)
 
 
+def _check_layout(spec: ModelSpec, layout: dict) -> tuple[int, bool]:
+    """``tp`` and ``sequence_parallel`` of a ``**layout`` (style megatron's tensor-parallel rank), checked: tp must
+    divide the heads and divide (or be a multiple of) the KV heads."""
+    tp = check_positive_int("tp", layout.get("tp", 1))
+    sequence_parallel = layout.get("sequence_parallel", False)
+    if not isinstance(sequence_parallel, bool):
+        raise InvalidValueError("sequence_parallel", sequence_parallel, "must be True or False")
+    if tp > 1:
+        from .inference import kv_heads_per_gpu
+
+        kv_heads_per_gpu(spec, tp)
+    return tp, sequence_parallel
+
+
+def _megatron_bytes(values: dict, recompute: str, scope: str, tp: int, sequence_parallel: bool) -> int:
+    values = dict(values, t=tp, z_sp=int(sequence_parallel))
+    expr = (MEGATRON_LAYER_BY_RECOMPUTE if scope == "layer" else MEGATRON_MODEL)[recompute]
+    # symbol / symbol prints as Python '/', so Fractions in keep the division exact
+    return F.to_int_bytes(F.evaluate(expr, **{k: Fraction(v) for k, v in values.items()}))
+
+
+def _hf_bytes(spec: ModelSpec, values: dict, dtype: str, attention: str, recompute: str, scope: str) -> int:
+    ba = _activation_dtype_bytes(dtype)
+    values = dict(values, **dict(_hf_indicators(spec)), b_a=ba, z_32=int(ba == 4))
+    expr = (HF_LAYER if scope == "layer" else HF_MODEL)[(attention, recompute)]
+    return F.to_int_bytes(F.evaluate(expr, **values))
+
+
+_LAYOUT = [arg("tp", 1, "int", keyword_only=True), arg("sequence_parallel", False, "bool", keyword_only=True)]
+"""The tensor-parallel rank of style megatron, keyword-only arguments of activation_bytes and recompute_note."""
+_ACTIVATION_SIGNATURE = signature(
+    arg("model", annotation="ModelSpec | str"), arg("seq", annotation="int"), arg("batch", 1, "int"),
+    arg("dtype", "bf16", "str"), arg("attention", "sdpa", "str"), arg("recompute", "none", "str"),
+    arg("style", "hf", "str"), arg("scope", "layer", "str"), _LAYOUT)
+
+
 @checked_call
-def activation_bytes(model: ModelSpec | str, seq: int, batch: int = 1, dtype: str = "bf16",
-                     attention: str = "sdpa", recompute: str = "none", style: str = "hf", scope: str = "layer",
-                     tp: int = 1, sequence_parallel: bool = False) -> int:
+@keywords_through(_ACTIVATION_SIGNATURE)
+def activation_bytes(model: ModelSpec | str, seq: int, batch: int = 1, dtype: str = "bf16", attention: str = "sdpa",
+                     recompute: str = "none", style: str = "hf", scope: str = "layer", **layout) -> int:
     """Bytes saved for backward by the forward pass (parameters excluded), rounded up to a whole byte.
 
     ``scope="layer"``: one decoder layer; ``scope="model"``: the whole step (embeddings, all layers,
     final norm, LM head, cross-entropy), as the peak over forward and backward (see the module doc).
     ``style="hf"``: measured transformers behaviour (single device: ``tp=1``); ``style="megatron"``:
-    Korthikanti et al. 2022 (``dtype`` and ``attention`` ignored; ``tp`` must divide the heads and divide or be a
-    multiple of the KV heads, :func:`vramlib.memory.inference.kv_heads_per_gpu`; the paper's layer is multi-head
-    attention, so K and V count n_h / t heads per rank -- an upper bound for GQA).
+    Korthikanti et al. 2022 (``dtype`` and ``attention`` ignored; keyword-only ``tp`` must divide the heads and
+    divide or be a multiple of the KV heads, :func:`vramlib.memory.inference.kv_heads_per_gpu`, ``sequence_parallel``
+    True or False; the paper's layer is multi-head attention, so K and V count n_h / t heads per rank -- an upper
+    bound for GQA).
 
     >>> activation_bytes("llama-2-7b", seq=4096, style="megatron")  # s b h (34 + 5 a s / h)
     3254779904
@@ -312,42 +350,35 @@ def activation_bytes(model: ModelSpec | str, seq: int, batch: int = 1, dtype: st
     scope = check_choice("scope", scope, SCOPES)
     recompute = check_choice("recompute", recompute, RECOMPUTE)
     attention = check_choice("attention", attention, ATTENTION)
-    tp = check_positive_int("tp", tp)
-    if not isinstance(sequence_parallel, bool):
-        raise InvalidValueError("sequence_parallel", sequence_parallel, "must be True or False")
-    if tp > 1:
-        from .inference import kv_heads_per_gpu
-
-        kv_heads_per_gpu(spec, tp)  # tp must divide the heads and divide (or be a multiple of) the KV heads
+    tp, sequence_parallel = _check_layout(spec, layout)
     values = spec.symbols()
     values.update(s=seq, b=batch)
     if style == "megatron":
-        values.update(t=tp, z_sp=int(sequence_parallel))
-        expr = (MEGATRON_LAYER_BY_RECOMPUTE if scope == "layer" else MEGATRON_MODEL)[recompute]
-        # symbol / symbol prints as Python '/', so Fractions in keep the division exact
-        return F.to_int_bytes(F.evaluate(expr, **{k: Fraction(v) for k, v in values.items()}))
+        return _megatron_bytes(values, recompute, scope, tp, sequence_parallel)
     if tp != 1 or sequence_parallel:
         raise InvalidValueError("tp" if tp != 1 else "sequence_parallel", tp if tp != 1 else sequence_parallel,
                                 "style='hf' models one device; tensor/sequence parallelism is style='megatron'")
-    ba = _activation_dtype_bytes(dtype)
-    values.update(_hf_indicators(spec))
-    values.update(b_a=ba, z_32=int(ba == 4))
-    expr = (HF_LAYER if scope == "layer" else HF_MODEL)[(attention, recompute)]
-    return F.to_int_bytes(F.evaluate(expr, **values))
+    return _hf_bytes(spec, values, dtype, attention, recompute, scope)
 
 
+_NOTE_SIGNATURE = signature([x for x in _ACTIVATION_SIGNATURE.parameters.values() if x.name != "scope"])
+
+
+@checked_call
+@keywords_through(_NOTE_SIGNATURE)
 def recompute_note(model: ModelSpec | str, seq: int, batch: int = 1, dtype: str = "bf16", attention: str = "sdpa",
-                   recompute: str = "none", style: str = "hf", tp: int = 1, sequence_parallel: bool = False) -> str | None:
+                   recompute: str = "none", style: str = "hf", **layout) -> str | None:
     """A one-line note when ``recompute`` keeps *more* activation bytes (scope "model") than a lighter level
     (none < selective < full), else None. The one case the expressions produce: a fused q|k|v projection (Phi-3)
     with eager attention and short sequences, where selective recomputation keeps the whole q|k|v output that v is a
-    view of while eager attention copies v -- measured behaviour, not a modelling slip. Chapters 4, 10."""
+    view of while eager attention copies v -- measured behaviour, not a modelling slip. Arguments as
+    :func:`activation_bytes` (``tp`` and ``sequence_parallel`` keyword-only). Chapters 4, 10."""
     recompute = check_choice("recompute", recompute, RECOMPUTE)
     if recompute == "none":
         return None
-    here = activation_bytes(model, seq, batch, dtype, attention, recompute, style, "model", tp, sequence_parallel)
+    here = activation_bytes(model, seq, batch, dtype, attention, recompute, style, "model", **layout)
     for lighter in RECOMPUTE[:RECOMPUTE.index(recompute)]:
-        other = activation_bytes(model, seq, batch, dtype, attention, lighter, style, "model", tp, sequence_parallel)
+        other = activation_bytes(model, seq, batch, dtype, attention, lighter, style, "model", **layout)
         if here > other:
             spec = get_model(model)
             why = (" (fused q|k|v: the checkpointed attention core keeps the whole projection output v is a view of, "

@@ -16,6 +16,7 @@ from ..catalog.models import ModelSpec, get_model
 from ..catalog.precision import get_precision, kv_bytes_per_element, tensor_bits
 from ..core.symbols import S_shard, n_gpu, n_kv
 from ..core.units import parse_memory
+from .signatures import arg, keywords_through, signature
 
 ATTENTION = ("eager", "sdpa", "flash")
 
@@ -152,18 +153,27 @@ def prefill_workspace_bytes(model: ModelSpec | str, tokens: int, batch: int = 1,
                                      n_h=m.n_heads, V=m.vocab))
 
 
+_INFERENCE_SIGNATURE = signature(
+    arg("model", annotation="ModelSpec | str"), arg("weights", "fp16", "str"), arg("kv_dtype", "fp16", "str"),
+    arg("tokens", 4096, "int"), arg("batch", 1, "int"), arg("attention", "sdpa", "str"),
+    arg("reserve", DEFAULT_RESERVE, "int | str"), arg("activation_dtype", None, "str | None"),
+    arg("prefill_chunk", None, "int | None"))
+
+
+@keywords_through(_INFERENCE_SIGNATURE)
 def inference_memory(model: ModelSpec | str, weights: str = "fp16", kv_dtype: str = "fp16", tokens: int = 4096,
                      batch: int = 1, attention: str = "sdpa", reserve: int | str = DEFAULT_RESERVE,
-                     activation_dtype: str | None = None, prefill_chunk: int | None = None) -> Breakdown:
+                     **prefill) -> Breakdown:
     """Peak memory to serve ``batch`` sequences of ``tokens`` tokens: weights, KV cache, prefill workspace, reserve.
 
-    Activations are computed in ``activation_dtype`` (default: fp16, or the weights' format if it is a float).
+    ``prefill``: how the prompt is processed -- ``activation_dtype`` (default: fp16, or the weights' format if it
+    is a float) and ``prefill_chunk`` (tokens per prefill step, :func:`prefill_workspace_bytes`' ``chunk``).
     """
     m = get_model(model)
     wdet = weights_detail(m, weights)
-    act = activation_dtype or (weights if get_precision(weights, field="weights").is_float else "fp16")
+    act = prefill.get("activation_dtype") or (weights if get_precision(weights, field="weights").is_float else "fp16")
     parts = dict(wdet)
     parts["kv cache"] = kv_cache_bytes(m, tokens, batch, kv_dtype)
-    parts["prefill workspace"] = prefill_workspace_bytes(m, tokens, batch, act, attention, prefill_chunk)
+    parts["prefill workspace"] = prefill_workspace_bytes(m, tokens, batch, act, attention, prefill.get("prefill_chunk"))
     parts["reserve (CUDA context, framework)"] = parse_memory(reserve, field="reserve")
     return Breakdown(parts, title=f"{m.name}: {weights} weights, {kv_dtype} KV, {batch} x {tokens:,} tokens, {attention}")

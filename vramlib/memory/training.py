@@ -1,4 +1,6 @@
-"""Training memory: weights, gradients, master weights, optimizer states, activations, LoRA/QLoRA adapters.
+"""Training memory: weights, gradients, master weights, optimizer states, activations, LoRA/QLoRA adapters; the
+:class:`Workload` settings object (what one training step computes), which :func:`training_memory` and
+``vramlib.plans.parallel.plan_memory`` read.
 
 Conventions are parameters, not hidden choices (chapters 3, 4, 9, 10, 15 compare them):
 
@@ -13,20 +15,23 @@ Used in: chapters 2, 3, 4, 9, 10, 14, 15.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, fields, replace
 from fractions import Fraction
 
 from ..core import formulas as F
-from .activations import ACTIVATION_STYLES, RECOMPUTE, activation_bytes, recompute_note
+from .activations import ACTIVATION_STYLES, HF_FAMILIES, RECOMPUTE, activation_bytes, recompute_note
 from .breakdown import Breakdown
 import sympy as sp
 
-from ..core.errors import InvalidValueError, UnknownNameError, check_choice, check_number, check_positive_int, checked_call
+from ..core.errors import InvalidValueError, UnknownNameError, check_choice, check_keywords, check_number, \
+    check_positive_int, checked_call
 from .inference import ATTENTION, DEFAULT_RESERVE, weights_detail
 from ..catalog.models import MLP_MODULES, ModelSpec, get_model
 from ..catalog.precision import get_precision
 from ..core.symbols import d, f, h, n_h, n_kv
 from ..core.units import parse_memory
+from .signatures import arg, field_args, keywords_through, signature
 
 METHODS = ("full", "lora", "qlora")
 
@@ -213,13 +218,175 @@ def optimizer_state_bytes(model: ModelSpec | str, optimizer: str = "adamw", trai
     return F.to_int_bytes(opt.bytes_per_param * (n - small) + opt.small_tensor_bytes * small)
 
 
+@dataclass(frozen=True)
+class Workload:
+    """What one training step computes, apart from how it is laid out over GPUs (chapters 2, 3, 4, 9, 10, 15).
+
+    ``method``: full | lora | qlora. ``seq``: tokens per sequence. ``precision``: compute dtype (bf16, fp16, fp32).
+    ``optimizer``: a key of OPTIMIZERS. ``convention``: source-12 | mixed-fp32-master | deepspeed (CONVENTIONS).
+    ``activation_style``: hf | megatron | auto (hf where the family is modelled and the layout is one device).
+    ``attention``: eager | sdpa | flash. ``lora_rank`` / ``lora_targets``: the adapters (lora, qlora; checked even
+    for full fine-tuning, so garbage is refused rather than ignored). ``base_weights``: storage of the frozen base
+    (None: ``precision`` for lora, nf4-dq for qlora). ``reserve``: CUDA context and framework, bytes or "0.5GB".
+
+    The layout -- micro-batch, recomputation, tp/pp/dp, ZeRO -- is not here: :func:`training_memory` takes
+    ``micro_batch`` and ``recompute``, :func:`vramlib.plans.parallel.plan_memory` a ``ParallelPlan``. Every field is
+    checked when the Workload is made (one-line errors naming the field, with close matches); model-dependent
+    limits (a rank wider than a module, a target the model lacks) when it is used with a model.
+    """
+
+    method: str = "full"
+    seq: int = 2048
+    precision: str = "bf16"
+    optimizer: str = "adamw"
+    convention: str = "mixed-fp32-master"
+    attention: str = "sdpa"
+    lora_rank: int = 16
+    lora_targets: str | tuple[str, ...] = "all-linear"
+    base_weights: str | None = None
+    activation_style: str = "hf"
+    reserve: int | str = DEFAULT_RESERVE
+
+    def __post_init__(self) -> None:
+        put = functools.partial(object.__setattr__, self)
+        put("method", check_choice("method", self.method, METHODS))
+        put("seq", check_positive_int("seq", self.seq))
+        if get_precision(self.precision, field="precision").name not in ("bf16", "fp16", "fp32"):
+            raise InvalidValueError("precision", self.precision, "training computes in bf16, fp16 or fp32")
+        put("optimizer", check_choice("optimizer", self.optimizer, OPTIMIZERS))
+        put("convention", check_choice("convention", self.convention, CONVENTIONS))
+        put("attention", check_choice("attention", self.attention, ATTENTION))
+        put("lora_rank", check_positive_int("lora_rank", self.lora_rank))
+        _check_targets_type(self.lora_targets)
+        if isinstance(self.lora_targets, str):
+            put("lora_targets", check_choice("lora_targets", self.lora_targets, LORA_TARGETS))
+        else:   # a set in lora_modules' order (peft's set semantics); the names are checked against a model
+            targets = sorted(self.lora_targets, key=str) if isinstance(self.lora_targets, (set, frozenset)) \
+                else self.lora_targets
+            if not targets:
+                raise InvalidValueError("lora_targets", self.lora_targets, "name at least one linear module")
+            for t in targets:
+                if not isinstance(t, str):
+                    raise InvalidValueError("lora_targets", t, "linear module names are text, e.g. ['q_proj', 'v_proj']")
+            put("lora_targets", tuple(targets))
+        if self.base_weights is not None:
+            get_precision(self.base_weights, field="base_weights")
+        put("activation_style", check_choice("activation_style", self.activation_style,
+                                             ("auto",) + ACTIVATION_STYLES))
+        parse_memory(self.reserve, field="reserve")
+
+    @property
+    def dtype(self) -> str:
+        """The compute precision's canonical name (bf16, fp16, fp32)."""
+        return get_precision(self.precision).name
+
+    @property
+    def reserve_bytes(self) -> int:
+        return parse_memory(self.reserve, field="reserve")
+
+    def base_format(self) -> str:
+        """Storage of the frozen base weights of a LoRA/QLoRA step: ``base_weights``, else nf4-dq (qlora) or the
+        compute precision (lora)."""
+        return self.base_weights or ("nf4-dq" if self.method == "qlora" else self.dtype)
+
+    def with_(self, **changes) -> "Workload":
+        """A copy with some fields changed (validated); unknown fields raise with close matches."""
+        check_keywords("Workload", changes, WORKLOAD_FIELDS)
+        return replace(self, **changes)
+
+
+Workload.__init__ = checked_call(Workload.__init__)  # unknown fields (seqq=1) -> one line, close matches
+WORKLOAD_FIELDS = tuple(x.name for x in fields(Workload))
+
+
+def as_workload(workload: Workload | None, settings: dict, **defaults) -> Workload:
+    """``workload`` with ``settings`` (Workload fields given as keywords) applied, or a Workload made of them
+    (``defaults`` first: a caller's own defaults, e.g. plan_memory's activation_style="auto")."""
+    if workload is None:
+        return Workload(**{**defaults, **settings})
+    if not isinstance(workload, Workload):
+        raise InvalidValueError("workload", workload, "give a vramlib.Workload or its fields as keywords")
+    return workload.with_(**settings) if settings else workload
+
+
+def resolve_activation_style(spec: ModelSpec, style: str, one_device: bool = True) -> str:
+    """``auto`` -> hf when the family is modelled and the layout is one device, else megatron; an hf request on a
+    tensor/pipeline-parallel layout raises (the hf accounting models one device per replica)."""
+    hf_ok = spec.family in HF_FAMILIES and spec.norm == "rmsnorm" and spec.gated_mlp and not spec.n_shared_experts
+    if style == "auto":
+        return "hf" if (one_device and hf_ok) else "megatron"
+    if style == "hf" and not one_device:
+        raise InvalidValueError("activation_style", "hf", "the hf accounting models one device per replica (HF Trainer "
+                                                          "with DDP/ZeRO/FSDP): needs tp=1 and pp=1; use 'megatron'")
+    return style
+
+
+def check_lora_settings(spec: ModelSpec, w: Workload) -> None:
+    """The model-dependent LoRA checks of a full fine-tuning workload, whose LoRA fields are unused: still refuse
+    a target the model lacks rather than ignore it."""
+    if w.method == "full":
+        lora_modules(spec, w.lora_targets)
+
+
+def _bytes_per_param(w: Workload) -> tuple[int, int, int]:
+    """(compute weights, gradients, master copy) bytes per trainable parameter: the convention's in half precision,
+    4 + 4 + 0 in fp32."""
+    conv = CONVENTIONS[w.convention]
+    return (conv.weight, conv.grad, conv.master) if w.dtype != "fp32" else (4, 4, 0)
+
+
+def _trainable_parts(m: ModelSpec, w: Workload, b_w: int) -> tuple[dict[str, int], int, int]:
+    """The weights (full: all of them in the compute dtype; lora/qlora: the frozen base as stored plus the adapters),
+    the trainable parameter count and the optimizer state bytes."""
+    parts: dict[str, int] = {}
+    if w.method == "full":
+        n_t = m.weight_params
+        parts["weights"] = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=n_t, b_q=8 * b_w, N_u=0, b_u=16))
+        return parts, n_t, optimizer_state_bytes(m, w.optimizer)
+    base = w.base_format()
+    for k, v in weights_detail(m, base).items():
+        parts[k if k != "weights" else f"base weights ({base})"] = v
+    n_t = lora_params(m, w.lora_rank, w.lora_targets)
+    parts["LoRA adapters"] = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=n_t, b_q=8 * b_w, N_u=0, b_u=16))
+    return parts, n_t, optimizer_state_bytes(m, w.optimizer, lora_rank=w.lora_rank, lora_targets=w.lora_targets)
+
+
+def _model_state_parts(m: ModelSpec, w: Workload) -> dict[str, int]:
+    """Weights (or base + adapters), gradients, the fp32 master copy, optimizer states and, for the deepspeed
+    convention's full fine-tuning in half precision, the ZeRO-3 gather buffer of the largest module."""
+    b_w, b_g, b_m = _bytes_per_param(w)
+    parts, n_t, opt = _trainable_parts(m, w, b_w)
+    parts["gradients"] = int(F.evaluate(F.MODEL_STATES_BYTES, N_t=n_t, b_w=0, b_g=b_g, b_m=0, b_o=0))
+    if b_m:
+        parts["master weights (fp32)"] = int(F.evaluate(F.MODEL_STATES_BYTES, N_t=n_t, b_w=0, b_g=0, b_m=b_m, b_o=0))
+    parts["optimizer states"] = opt
+    conv = CONVENTIONS[w.convention]
+    if conv.gather_buffer_per_param and w.method == "full" and w.dtype != "fp32":
+        from .sharding import largest_module_params
+
+        parts["ZeRO-3 gather buffer"] = F.to_int_bytes(conv.gather_buffer_per_param * largest_module_params(m))
+    return parts
+
+
+_TRAINING_SIGNATURE = signature(
+    arg("model", annotation="ModelSpec | str"), field_args(Workload, ("method", "seq")),
+    arg("micro_batch", 1, "int"), field_args(Workload, ("precision", "optimizer", "convention")),
+    arg("recompute", "none", "str"),
+    field_args(Workload, ("attention", "lora_rank", "lora_targets", "base_weights", "activation_style", "reserve")),
+    arg("workload", None, "Workload | None", keyword_only=True))
+"""training_memory's arguments, in the order they have always had (positional calls keep working), + ``workload``."""
+
+
 @checked_call
-def training_memory(model: ModelSpec | str, method: str = "full", seq: int = 2048, micro_batch: int = 1,
-                    precision: str = "bf16", optimizer: str = "adamw", convention: str = "mixed-fp32-master",
-                    recompute: str = "none", attention: str = "sdpa", lora_rank: int = 16,
-                    lora_targets: str | tuple[str, ...] = "all-linear", base_weights: str | None = None,
-                    activation_style: str = "hf", reserve: int | str = DEFAULT_RESERVE) -> Breakdown:
+@keywords_through(_TRAINING_SIGNATURE)
+def training_memory(model: ModelSpec | str, workload: Workload | None = None, micro_batch: int = 1,
+                    recompute: str = "none", **settings) -> Breakdown:
     """Peak memory of one training step on one GPU (no sharding; see vramlib.plans.parallel for ZeRO/TP/PP).
+
+    The step is a :class:`Workload` (``workload=``) and/or its fields as keywords (``method``, ``seq``, ``precision``,
+    ``optimizer``, ``convention``, ``attention``, ``lora_rank``, ``lora_targets``, ``base_weights``,
+    ``activation_style``, ``reserve``; given with a workload they override its fields), run ``micro_batch``
+    sequences at a time with ``recompute`` none | selective | full.
 
     ``method``: full | lora | qlora. ``base_weights``: storage of frozen base weights (lora: ``precision``;
     qlora: ``nf4-dq``). ``convention``: source-12 | mixed-fp32-master | deepspeed. ``lora_rank`` is at most
@@ -230,46 +397,17 @@ def training_memory(model: ModelSpec | str, method: str = "full", seq: int = 204
     sequences it holds more than no recomputation (see :mod:`vramlib.memory.activations`); the Breakdown's notes then say
     so (:func:`vramlib.memory.activations.recompute_note`).
     """
+    w = as_workload(workload, settings)
     m = get_model(model)
-    method = check_choice("method", method, METHODS)
-    if method == "full":   # the LoRA options are unused: still refuse garbage rather than ignore it
-        lora_modules(m, lora_targets)
-        check_positive_int("lora_rank", lora_rank)
-    conv = CONVENTIONS[check_choice("convention", convention, CONVENTIONS)]
-    prec = get_precision(precision, field="precision")
-    if prec.name not in ("bf16", "fp16", "fp32"):
-        raise InvalidValueError("precision", precision, "training computes in bf16, fp16 or fp32")
-    check_choice("attention", attention, ATTENTION)
-    check_choice("recompute", recompute, RECOMPUTE)
-    seq = check_positive_int("seq", seq)
+    check_lora_settings(m, w)
+    recompute = check_choice("recompute", recompute, RECOMPUTE)
     micro_batch = check_positive_int("micro_batch", micro_batch)
-    activation_style = check_choice("activation_style", activation_style, ACTIVATION_STYLES)
-    half = prec.name != "fp32"
-    b_w, b_g, b_m = (conv.weight, conv.grad, conv.master) if half else (4, 4, 0)
-    parts: dict[str, int] = {}
-    if method == "full":
-        n_t = m.weight_params
-        parts["weights"] = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=n_t, b_q=8 * b_w, N_u=0, b_u=16))
-        opt = optimizer_state_bytes(m, optimizer)
-    else:
-        base = base_weights or ("nf4-dq" if method == "qlora" else prec.name)
-        for k, v in weights_detail(m, base).items():
-            parts[k if k != "weights" else f"base weights ({base})"] = v
-        n_t = lora_params(m, lora_rank, lora_targets)
-        parts["LoRA adapters"] = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=n_t, b_q=8 * b_w, N_u=0, b_u=16))
-        opt = optimizer_state_bytes(m, optimizer, lora_rank=lora_rank, lora_targets=lora_targets)
-    parts["gradients"] = int(F.evaluate(F.MODEL_STATES_BYTES, N_t=n_t, b_w=0, b_g=b_g, b_m=0, b_o=0))
-    if b_m:
-        parts["master weights (fp32)"] = int(F.evaluate(F.MODEL_STATES_BYTES, N_t=n_t, b_w=0, b_g=0, b_m=b_m, b_o=0))
-    parts["optimizer states"] = opt
-    if conv.gather_buffer_per_param and method == "full" and half:
-        from .sharding import largest_module_params
-
-        parts["ZeRO-3 gather buffer"] = F.to_int_bytes(conv.gather_buffer_per_param * largest_module_params(m))
-    parts["activations"] = activation_bytes(m, seq=seq, batch=micro_batch, dtype=prec.name, attention=attention,
-                                            recompute=recompute, style=activation_style, scope="model")
-    parts["reserve (CUDA context, framework)"] = parse_memory(reserve, field="reserve")
-    note = recompute_note(m, seq, micro_batch, prec.name, attention, recompute, activation_style)
-    return Breakdown(parts, title=f"{m.name}: {method} fine-tuning, {precision}, {optimizer}, {convention}, "
-                                  f"seq {seq:,} x {micro_batch}, recompute {recompute}",
+    style = resolve_activation_style(m, w.activation_style)
+    parts = _model_state_parts(m, w)
+    parts["activations"] = activation_bytes(m, seq=w.seq, batch=micro_batch, dtype=w.dtype, attention=w.attention,
+                                            recompute=recompute, style=style, scope="model")
+    parts["reserve (CUDA context, framework)"] = w.reserve_bytes
+    note = recompute_note(m, w.seq, micro_batch, w.dtype, w.attention, recompute, style)
+    return Breakdown(parts, title=f"{m.name}: {w.method} fine-tuning, {w.precision}, {w.optimizer}, {w.convention}, "
+                                  f"seq {w.seq:,} x {micro_batch}, recompute {recompute}",
                      notes=(note,) if note else ())

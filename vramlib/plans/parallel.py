@@ -1,6 +1,10 @@
 """Memory of one GPU in a parallel training plan: data parallel with ZeRO 0-3, CPU/NVMe offload, tensor,
 sequence, pipeline and expert parallelism, the ZeRO-3 gather buffer and communication buckets.
 
+A plan is read as settings objects: a :class:`ParallelPlan` (the layout), a :class:`vramlib.memory.training.Workload`
+(what is trained: method, seq, precision, optimizer, convention ...) and :class:`PlanOptions` (communication buffers,
+layers per stage); :func:`plan_memory` builds them from its keywords and works in named steps.
+
 Every formula is a sympy expression written once here (or in :mod:`vramlib.core.formulas` /
 :mod:`vramlib.memory.activations`) and evaluated exactly; :mod:`vramlib.solve.planning` lambdifies the same
 expressions with numpy for the plan search. Chapters 3, 4, 9, 11 and 12 display them.
@@ -75,13 +79,14 @@ from ..memory.breakdown import Breakdown
 from ..core.errors import InvalidValueError, UnknownNameError, check_choice, check_keywords, check_number, \
     check_positive_int, checked_call
 from ..memory import inference as _tp_rule
-from ..memory.inference import DEFAULT_RESERVE, allowed_tp, kv_heads_per_gpu, weights_detail
+from ..memory.inference import allowed_tp, kv_heads_per_gpu, weights_detail
 from ..catalog.models import SOURCE_SHAPES, ModelSpec, get_model
 from ..catalog.precision import get_precision
 from ..core.symbols import E, P, V, b_g, b_m, b_o, b_w, beta_mlp, beta_norm, beta_o, beta_qkv, d, f, h, n_h, n_kv, \
     n_mlp, tied
-from ..memory.training import CONVENTIONS, METHODS, lora_modules, lora_params, optimizer_state_bytes
-from ..core.units import parse_memory
+from ..memory.signatures import arg, field_args, keywords_through, signature, split_settings
+from ..memory.training import CONVENTIONS, Workload, as_workload, check_lora_settings, lora_params, \
+    optimizer_state_bytes, resolve_activation_style
 from ..memory.sharding import (  # noqa: F401 (VL.parallel.MODULE_PARAMS*, vl.parallel.largest_module_params)
     ATTN_PARAMS_RANK, KV_HEADS_PER_RANK, MODULE_PARAMS, MODULE_PARAMS_RANK, N_e, _ev, _values, largest_module_params,
 )
@@ -185,15 +190,6 @@ DEEPSPEED_PREFETCH_BUCKET = 50_000_000
 """DeepSpeed ``stage3_prefetch_bucket_size`` default, elements."""
 DDP_BUCKET_CAP_MB = 25
 """PyTorch DDP ``bucket_cap_mb`` default: 25 MiB per bucket (``int(bucket_cap_mb * 1024 * 1024)`` bytes)."""
-
-z_ov = sp.Symbol("z_ov", **_ind)                         # 1 with overlap_comm (DeepSpeed doubles its buffers)
-BUCKET_BYTES: dict[str, sp.Expr] = {
-    "hf-rule": 2 * (DEEPSPEED_REDUCE_BUCKET + DEEPSPEED_ALLGATHER_BUCKET) * (1 + sp.Rational(7, 2) * z_ov),
-    "deepspeed": 2 * DEEPSPEED_REDUCE_BUCKET * (1 + z_ov),
-    "deepspeed-zero3": sp.Integer(2 * (DEEPSPEED_REDUCE_BUCKET + DEEPSPEED_PREFETCH_BUCKET)),
-}
-"""Communication-bucket bytes per rule (``_buckets``): the HF estimate (x 4.5 with overlap_comm), DeepSpeed ZeRO-1/2
-(reduce buckets, doubled with overlap_comm) and ZeRO-3 (reduce + prefetch buckets). Chapters 3, 4, 9."""
 
 BUCKETS = ("auto", "ddp", "deepspeed", "hf-rule", "none")
 OFFLOAD = ("none", "cpu", "nvme")
@@ -382,18 +378,40 @@ def zero_parts(n_params, dp: int = 1, stage: int = 0, convention: str = "mixed-f
     return {name: _ev(expr, vals) for name, expr in ZERO_STATES[stage].items()}
 
 
+_ZERO_MODEL_STATES_SIGNATURE = signature(
+    arg("n_params", annotation="int"), arg("dp", 1, "int"), arg("stage", 0, "int"),
+    arg("convention", "mixed-fp32-master", "str"), arg("tp", 1, "int"), arg("pp", 1, "int"),
+    arg("precision", "bf16", "str"), arg("optimizer_bytes_per_param", 8), arg("largest_layer_params", 0, "int"),
+    arg("plan", None, "ParallelPlan | None", keyword_only=True))
+"""zero_model_states' arguments as they have always been + ``plan`` (a ParallelPlan for tp, pp, dp and the stage)."""
+
+
+def _zero_layout(plan: ParallelPlan | None, layout: dict) -> ParallelPlan:
+    """The plan whose tp, pp, dp and ZeRO stage zero_model_states reads: ``plan`` (or the defaults) with the
+    keywords ``dp``, ``stage``, ``tp``, ``pp`` applied."""
+    if plan is not None and not isinstance(plan, ParallelPlan):
+        raise InvalidValueError("plan", plan, "give a ParallelPlan (its tp, pp, dp and zero) or tp, pp, dp, stage")
+    changes = {k: v for k, v in layout.items() if k != "stage"}
+    if "stage" in layout:
+        changes["zero"] = _check_stage(layout["stage"], "stage")
+    return ParallelPlan(**changes) if plan is None else plan.with_(**changes)
+
+
 @checked_call
-def zero_model_states(n_params: int, dp: int = 1, stage: int = 0, convention: str = "mixed-fp32-master",
-                      tp: int = 1, pp: int = 1, precision: str = "bf16", optimizer_bytes_per_param=8,
-                      largest_layer_params: int = 0) -> Breakdown:
+@keywords_through(_ZERO_MODEL_STATES_SIGNATURE)
+def zero_model_states(n_params: int, plan: ParallelPlan | None = None, convention: str = "mixed-fp32-master",
+                      precision: str = "bf16", optimizer_bytes_per_param=8, largest_layer_params: int = 0,
+                      **layout) -> Breakdown:
     """Model states per GPU when ``n_params`` split evenly over ``tp x pp`` and ZeRO ``stage`` shards over ``dp``
-    (the ZeRO paper's and the source's arithmetic; no activations). Chapters 3, 4, 12.
+    (the ZeRO paper's and the source's arithmetic; no activations). ``layout``: ``dp``, ``stage``, ``tp``, ``pp``
+    as keywords, or ``plan=`` a ParallelPlan (its tp, pp, dp and zero; the keywords override it). Chapters 3, 4, 12.
 
     >>> round(zero_model_states(7_500_000_000, dp=64, stage=1).total / 1e9, 1)  # ZeRO Table 1: P_os
     31.4
     """
     n_params = check_positive_int("n_params", n_params)
-    tp, pp = check_positive_int("tp", tp), check_positive_int("pp", pp)
+    plan = _zero_layout(plan, layout)
+    tp, pp, dp, stage = plan.tp, plan.pp, plan.dp, plan.zero
     parts = zero_parts(Fraction(n_params, tp * pp), dp, stage, convention, precision, optimizer_bytes_per_param)
     out = {k: F.to_int_bytes(val) for k, val in parts.items() if val}
     gather = _conv_bytes(convention, precision, stage)["gather"]
@@ -507,19 +525,11 @@ def _buckets(rule: str, zero: int, tp: int, pp: int, grad_bytes: Fraction, overl
         return rule, 0
     if rule == "ddp":
         return rule, F.to_int_bytes(grad_bytes)
-    key = rule if rule == "hf-rule" or zero != 3 else "deepspeed-zero3"
-    return rule, int(BUCKET_BYTES[key].subs(z_ov, int(overlap_comm)))
-
-
-def _activation_style(spec: ModelSpec, plan: ParallelPlan, style: str) -> str:
-    style = check_choice("activation_style", style, ("auto",) + A.ACTIVATION_STYLES)
-    hf_ok = spec.family in A.HF_FAMILIES and spec.norm == "rmsnorm" and spec.gated_mlp and not spec.n_shared_experts
-    if style == "auto":
-        return "hf" if (plan.tp == plan.pp == 1 and hf_ok) else "megatron"
-    if style == "hf" and (plan.tp > 1 or plan.pp > 1):
-        raise InvalidValueError("activation_style", "hf", "the hf accounting models one device per replica (HF Trainer "
-                                                          "with DDP/ZeRO/FSDP): needs tp=1 and pp=1; use 'megatron'")
-    return style
+    if rule == "hf-rule":
+        return rule, 2 * (DEEPSPEED_REDUCE_BUCKET + DEEPSPEED_ALLGATHER_BUCKET) * (Fraction(9, 2) if overlap_comm else 1)
+    if zero == 3:
+        return rule, 2 * (DEEPSPEED_REDUCE_BUCKET + DEEPSPEED_PREFETCH_BUCKET)
+    return rule, 2 * DEEPSPEED_REDUCE_BUCKET * (2 if overlap_comm else 1)
 
 
 def _stage_activations(spec: ModelSpec, plan: ParallelPlan, seq: int, layers: tuple[int, ...], style: str,
@@ -538,38 +548,232 @@ def _stage_activations(spec: ModelSpec, plan: ParallelPlan, seq: int, layers: tu
 
 
 # --- the main function -------------------------------------------------------------------------------------
-def _plan_notes(spec: ModelSpec, plan: ParallelPlan, seq: int, style: str, prec: str, attention: str,
-                convention: str, method: str) -> list[str]:
+@dataclass(frozen=True)
+class PlanOptions:
+    """The finer knobs of a plan's memory (chapters 3, 4, 11, 12): communication ``buckets`` (auto | ddp | deepspeed
+    | hf-rule | none, see the module doc) and ``overlap_comm``; ``gather_buffer`` (None = the convention's: deepspeed
+    4 B x the largest module on the rank; True = 4 B; False = none); ``stage_layers`` (layers per pipeline stage,
+    None = the even split) and ``moe_layers`` (indices of the MoE layers, None = every layer of a MoE model).
+    :func:`plan_memory` takes them as keywords; the layer lists are checked against the model there."""
+
+    buckets: str = "auto"
+    overlap_comm: bool = False
+    gather_buffer: bool | None = None
+    stage_layers: tuple[int, ...] | None = None
+    moe_layers: object = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "buckets", check_choice("buckets", self.buckets, BUCKETS))
+        if not isinstance(self.overlap_comm, bool):
+            raise InvalidValueError("overlap_comm", self.overlap_comm, "must be True or False")
+        if self.gather_buffer is not None and not isinstance(self.gather_buffer, bool):
+            raise InvalidValueError("gather_buffer", self.gather_buffer, "must be None (the convention's), True or False")
+
+
+PlanOptions.__init__ = checked_call(PlanOptions.__init__)
+
+
+@dataclass(frozen=True)
+class _Step:
+    """What every stage of :func:`plan_memory` reads: the model, the plan, the workload and options, the resolved
+    activation style, the layers per stage, the convention's bytes per parameter at the plan's ZeRO stage, the
+    optimizer bytes per trainable parameter and (lora/qlora) the frozen base weights."""
+
+    spec: ModelSpec
+    plan: ParallelPlan
+    w: Workload
+    opts: PlanOptions
+    style: str
+    layers: tuple[int, ...]
+    cb: dict
+    b_o: Fraction = Fraction(0)
+    base_parts: tuple[tuple[str, int], ...] = ()
+
+    def states(self, n: Fraction, dp: int, zero: int | None = None, cb: dict | None = None) -> dict[str, Fraction]:
+        """ZERO_STATES of a rank holding ``n`` trainable parameters sharded over ``dp`` (at ZeRO stage ``zero`` with
+        its convention bytes ``cb``; default the plan's)."""
+        zero, cb = (self.plan.zero, self.cb) if zero is None else (zero, cb)
+        vals = dict(Psi=n, N_d=Fraction(dp), b_o=self.b_o, **{k: cb[k] for k in ("b_w", "b_g", "b_gh", "b_m")})
+        return {name: _ev(expr, vals) for name, expr in ZERO_STATES[zero].items()}
+
+
+def _plan_settings(plan, workload, settings: dict) -> tuple[ParallelPlan, Workload, PlanOptions]:
+    """The ParallelPlan, Workload and PlanOptions of a plan_memory call: objects given, with keyword fields applied."""
+    w_kw, o_kw, plan_fields = split_settings(settings, Workload, PlanOptions)
+    check_keywords("plan_memory", plan_fields, PLAN_FIELDS + _PLAN_MEMORY_ARGS)
+    if plan is not None and not isinstance(plan, ParallelPlan):
+        raise InvalidValueError("plan", plan, "give a ParallelPlan or plan fields as keywords")
+    if plan is None:
+        plan = ParallelPlan(**plan_fields)
+    elif plan_fields:
+        plan = plan.with_(**plan_fields)
+    return plan, as_workload(workload, w_kw, activation_style="auto"), PlanOptions(**o_kw)
+
+
+def _check_plan(spec: ModelSpec, plan: ParallelPlan, w: Workload, opts: PlanOptions) -> tuple[str, tuple[int, ...]]:
+    """The model-dependent checks of a plan; its activation style and layers per stage."""
+    check_layout(spec, plan)
+    style = resolve_activation_style(spec, w.activation_style, one_device=plan.tp == plan.pp == 1)
+    if w.method != "full" and (plan.tp > 1 or plan.pp > 1):
+        raise InvalidValueError("method", w.method, "LoRA/QLoRA plans are modelled with tp=1 and pp=1 (data parallel + "
+                                                    "ZeRO)")
+    layers = _stage_layers(spec, plan.pp, opts.stage_layers)
+    check_lora_settings(spec, w)
+    return style, layers
+
+
+def _trainable(step: _Step) -> tuple[list[tuple[Fraction, Fraction]], _Step]:
+    """(non-expert, expert) trainable parameters of each stage's rank, and the step with the optimizer bytes per
+    trainable parameter and (lora/qlora) the frozen base weights filled in."""
+    spec, w = step.spec, step.w
+    if w.method == "full":
+        per_stage = stage_params(spec, step.plan.tp, step.plan.pp, step.plan.ep, step.layers, step.opts.moe_layers)
+        return per_stage, replace(step, b_o=Fraction(optimizer_state_bytes(spec, w.optimizer), spec.weight_params))
+    base = tuple(weights_detail(spec, w.base_format()).items())
+    n_t = lora_params(spec, w.lora_rank, w.lora_targets)
+    b_o = Fraction(optimizer_state_bytes(spec, w.optimizer, lora_rank=w.lora_rank, lora_targets=w.lora_targets), n_t)
+    return [(Fraction(n_t), Fraction(0))], replace(step, b_o=b_o, base_parts=base)
+
+
+def _where(step: _Step, name: str) -> str:
+    """gpu, cpu or nvme: where one model-state component lives under the plan's offload settings."""
+    plan = step.plan
+    if name in ("weights", "LoRA adapters") and plan.offload_params != "none":
+        return plan.offload_params
+    if name in ("master weights (fp32)", "optimizer states") and plan.offload_optimizer != "none":
+        return plan.offload_optimizer
+    if "gradients" in name and plan.offload_optimizer != "none" and plan.zero >= 2:
+        return "cpu"
+    return "gpu"
+
+
+def _place(step: _Step, parts: dict[str, Fraction]) -> tuple[dict, dict, Fraction]:
+    """GPU parts (the frozen base first, sharded over dp under ZeRO-3), host parts and NVMe bytes of one rank."""
+    gpu: dict[str, Fraction] = {}
+    host: dict[str, Fraction] = {}
+    nvme = Fraction(0)
+    for k, val in step.base_parts:
+        name = k if k != "weights" else f"base weights ({step.w.base_format()})"
+        gpu[name] = Fraction(val, step.plan.dp) if step.plan.zero == 3 else Fraction(val)
+    for name, val in parts.items():
+        if not val:
+            continue
+        where = _where(step, name)
+        if where == "gpu":
+            gpu[name] = val
+        elif where == "cpu":
+            host[name] = val
+        else:
+            nvme += val
+    return gpu, host, nvme
+
+
+def _stage_states(step: _Step, dense: Fraction, expert: Fraction) -> dict[str, Fraction]:
+    """Model states of one rank: the dense part sharded over dp, the routed experts over dp / ep."""
+    parts = step.states(dense, step.plan.dp)
+    if expert:
+        for name, val in step.states(expert, step.plan.dp // step.plan.ep).items():
+            parts[name] += val
+    if step.w.method != "full":
+        parts = {("LoRA adapters" if k == "weights" else k): val for k, val in parts.items()}
+    return parts
+
+
+def _gather_buffer(step: _Step, i: int) -> Fraction:
+    """The ZeRO-3 gather buffer of stage i's rank: bytes per parameter x the largest module it holds."""
+    plan, g = step.plan, step.opts.gather_buffer
+    g_per = step.cb["gather"] if g is None else (Fraction(4) if g else Fraction(0))
+    if not (plan.zero == 3 and g_per and step.w.method == "full"):
+        return Fraction(0)
+    pos = "single" if plan.pp == 1 else ("first" if i == 0 else ("last" if i == plan.pp - 1 else "middle"))
+    return g_per * largest_module_params(step.spec, plan.tp, plan.ep, pos) * _scale(step.spec)
+
+
+def _zero_note(step: _Step, i: int, dense: Fraction, expert: Fraction, here: Fraction, gathered: bool) -> str | None:
+    """A note when a lower ZeRO stage would hold fewer model-state bytes on stage i's rank (``here``), else None."""
+    plan = step.plan
+    for k in range(plan.zero):
+        ck = _conv_bytes(step.w.convention, step.w.precision, k)
+        low = sum((sum(step.states(n_, dp_, k, ck).values(), Fraction(0))
+                   for n_, dp_ in ((dense, plan.dp), (expert, plan.dp // plan.ep))), Fraction(0))
+        if step.w.method != "full" and plan.zero == 3:      # the frozen base is sharded only under ZeRO-3
+            low += sum((Fraction(v_) for _, v_ in step.base_parts), Fraction(0)) * (1 - Fraction(1, plan.dp))
+        if here > low:
+            why = ("the deepspeed convention's ZeRO-2 keeps DeepSpeed's 16-bit gradient partition beside the fp32 one "
+                   "(2 + 18/N_d B/param), which only pays off from dp=2" if plan.zero == 2 and step.cb["b_gh"] else
+                   "the ZeRO-3 gather buffer (4 B x the largest module) outweighs what sharding saves" if gathered
+                   else "ZeRO shards nothing at dp=1")
+            return (f"stage {i}: ZeRO-{plan.zero} keeps {F.to_int_bytes(here - low):,} bytes more model states than "
+                    f"ZeRO-{k} at dp={plan.dp}: {why}")
+    return None
+
+
+def _stage(step: _Step, i: int, dense: Fraction, expert: Fraction, act: int) -> tuple[dict, dict, Fraction, str]:
+    """GPU parts, host parts, NVMe bytes and the ZeRO note ('' for none) of one rank of stage i."""
+    plan = step.plan
+    parts = _stage_states(step, dense, expert)
+    gpu, host, nvme = _place(step, parts)
+    gather = _gather_buffer(step, i)
+    if gather:
+        gpu["ZeRO-3 gather buffer"] = gather
+    note = ""
+    if plan.zero and plan.offload_optimizer == plan.offload_params == "none":
+        note = _zero_note(step, i, dense, expert, sum(parts.values(), Fraction(0)) + gather, bool(gather)) or ""
+    grad_gpu = sum((val for k, val in gpu.items() if "gradients" in k), Fraction(0))
+    grad_all = sum((val for k, val in parts.items() if "gradients" in k), Fraction(0))
+    rule, bucket = _buckets(step.opts.buckets, plan.zero, plan.tp, plan.pp, grad_gpu or grad_all, step.opts.overlap_comm)
+    if bucket:
+        gpu[f"communication buckets ({rule})"] = Fraction(bucket)
+    gpu["activations"] = Fraction(act)
+    gpu["reserve (CUDA context, framework)"] = Fraction(step.w.reserve_bytes)
+    return gpu, host, nvme, note
+
+
+def _plan_notes(step: _Step) -> list[str]:
     """The named exceptions of a plan known before its stages: replicated KV heads, recomputation that costs (a
     ZeRO stage holding more model states than a lower one is noted per stage in :func:`plan_memory`)."""
-    out = []
+    spec, plan, w = step.spec, step.plan, step.w
+    out = [f"activations: {step.style} accounting" + (f", seq {w.seq:,} x micro-batch {plan.micro_batch}")]
     if plan.tp > spec.n_kv_heads:
         out.append(f"tp={plan.tp} > n_kv_heads={spec.n_kv_heads}: each rank keeps {kv_heads_per_gpu(spec, plan.tp)} "
                    f"whole KV head, replicated {plan.tp // spec.n_kv_heads}x (vLLM's QKVParallelLinear rule); "
                    "Megatron-Core refuses tp not dividing num_query_groups")
-    if style == "hf" and plan.recompute != "none":
-        note = A.recompute_note(spec, seq, plan.micro_batch, prec, attention, plan.recompute, "hf")
+    if step.style == "hf" and plan.recompute != "none":
+        note = A.recompute_note(spec, w.seq, plan.micro_batch, w.dtype, w.attention, plan.recompute, "hf")
         if note:
             out.append(note)
     return out
 
 
+_PLAN_MEMORY_SIGNATURE = signature(
+    arg("model", annotation="ModelSpec | str"), arg("plan", None, "ParallelPlan | None"),
+    field_args(Workload, ("seq",)), field_args(Workload, ("method", "precision", "optimizer", "convention"), True),
+    arg("activation_style", "auto", "str", keyword_only=True),
+    field_args(Workload, ("attention", "lora_rank"), True), arg("lora_targets", "all-linear", keyword_only=True),
+    field_args(Workload, ("base_weights",), True), field_args(PlanOptions, ("buckets", "overlap_comm", "gather_buffer"),
+                                                              True),
+    field_args(Workload, ("reserve",), True), field_args(PlanOptions, ("stage_layers",), True),
+    arg("moe_layers", None, keyword_only=True), arg("workload", None, "Workload | None", keyword_only=True),
+    var_keyword="plan_fields")
+"""plan_memory's arguments as they have always been (a Workload's and PlanOptions' fields, plan fields as
+keywords) + ``workload``."""
+
+
 @checked_call
-def plan_memory(model: ModelSpec | str, plan: ParallelPlan | None = None, seq: int = 2048, *, method: str = "full",
-                precision: str = "bf16", optimizer: str = "adamw", convention: str = "mixed-fp32-master",
-                activation_style: str = "auto", attention: str = "sdpa", lora_rank: int = 16,
-                lora_targets="all-linear", base_weights: str | None = None, buckets: str = "auto",
-                overlap_comm: bool = False, gather_buffer: bool | None = None, reserve: int | str = DEFAULT_RESERVE,
-                stage_layers: tuple[int, ...] | None = None, moe_layers=None, **plan_fields) -> PlanMemory:
+@keywords_through(_PLAN_MEMORY_SIGNATURE)
+def plan_memory(model: ModelSpec | str, plan: ParallelPlan | None = None, *, workload: Workload | None = None,
+                **settings) -> PlanMemory:
     """Per-GPU (and host) memory of every pipeline stage of a training plan. Chapters 3, 4, 9, 11, 12.
 
-    ``plan`` or plan fields as keywords (``plan_memory(m, tp=8, pp=4, dp=1, zero=1, recompute="selective")``).
-    ``activation_style``: "auto" = "hf" (measured transformers tensors; tp = pp = 1) when the family is modelled,
-    else "megatron" (Korthikanti et al. 2022, with TP/SP/PP). ``method``: full | lora | qlora (lora and qlora:
-    tp = pp = 1, the frozen base sharded over dp only under ZeRO-3). ``gather_buffer``: None = the convention's
-    (deepspeed: 4 B x largest module on the rank), True = 4 B, False = none. ``stage_layers``: layers per stage
-    (default: the even split), e.g. from :func:`vramlib.solve.planning.balance_pipeline`. Unknown keywords raise with
-    close matches among the plan fields and these arguments.
+    ``plan`` or plan fields as keywords (``plan_memory(m, tp=8, pp=4, dp=1, zero=1, recompute="selective")``);
+    ``workload`` (a :class:`vramlib.Workload`) or its fields as keywords (``seq``, ``method``, ``precision`` ...;
+    given with a workload they override its fields); the :class:`PlanOptions` fields as keywords.
+    ``activation_style``: "auto" (the default here) = "hf" (measured transformers tensors; tp = pp = 1) when the
+    family is modelled, else "megatron" (Korthikanti et al. 2022, with TP/SP/PP). ``method``: full | lora | qlora
+    (lora and qlora: tp = pp = 1, the frozen base sharded over dp only under ZeRO-3). ``gather_buffer``: None = the
+    convention's (deepspeed: 4 B x largest module on the rank), True = 4 B, False = none. ``stage_layers``: layers
+    per stage (default: the even split), e.g. from :func:`vramlib.solve.planning.balance_pipeline`. Unknown keywords
+    raise with close matches among the plan fields and these arguments.
 
     Named exceptions (each one a line of the result's ``notes``): tp > n_kv_heads keeps one whole KV head per rank
     (KV_HEADS_PER_RANK, vLLM's rule; Megatron-Core refuses it); at dp = 1 the deepspeed convention's ZeRO-2
@@ -579,120 +783,20 @@ def plan_memory(model: ModelSpec | str, plan: ParallelPlan | None = None, seq: i
     attention, :func:`vramlib.memory.activations.recompute_note`). Not a monotone quantity by design: the communication
     buckets (DDP's gradient copy at ZeRO-0, DeepSpeed's fixed 5e8-element buffers at ZeRO 1-3).
     """
-    check_keywords("plan_memory", plan_fields, PLAN_FIELDS + _PLAN_MEMORY_ARGS)
     spec = get_model(model)
-    if plan is not None and not isinstance(plan, ParallelPlan):
-        raise InvalidValueError("plan", plan, "give a ParallelPlan or plan fields as keywords")
-    if plan is None:
-        plan = ParallelPlan(**plan_fields)
-    elif plan_fields:
-        plan = plan.with_(**plan_fields)
-    seq = check_positive_int("seq", seq)
-    if not isinstance(overlap_comm, bool):
-        raise InvalidValueError("overlap_comm", overlap_comm, "must be True or False")
-    if gather_buffer is not None and not isinstance(gather_buffer, bool):
-        raise InvalidValueError("gather_buffer", gather_buffer, "must be None (the convention's), True or False")
-    method = check_choice("method", method, METHODS)
-    check_layout(spec, plan)
-    style = _activation_style(spec, plan, activation_style)
-    check_choice("attention", attention, A.ATTENTION)
-    if method != "full" and (plan.tp > 1 or plan.pp > 1):
-        raise InvalidValueError("method", method, "LoRA/QLoRA plans are modelled with tp=1 and pp=1 (data parallel + ZeRO)")
-    layers = _stage_layers(spec, plan.pp, stage_layers)
-    if method == "full":   # the LoRA options are unused: still refuse garbage rather than ignore it
-        lora_modules(spec, lora_targets)
-        check_positive_int("lora_rank", lora_rank)
-    if base_weights is not None:
-        get_precision(base_weights, field="base_weights")
-    cb = _conv_bytes(convention, precision, plan.zero)
-    prec = get_precision(precision, field="precision").name
-    acts = _stage_activations(spec, plan, seq, layers, style, prec, attention)
-    res = parse_memory(reserve, field="reserve")
-
-    def states(n: Fraction, dp: int, b_o: Fraction) -> dict[str, Fraction]:
-        vals = dict(Psi=n, N_d=Fraction(dp), b_o=b_o, **{k: cb[k] for k in ("b_w", "b_g", "b_gh", "b_m")})
-        return {name: _ev(expr, vals) for name, expr in ZERO_STATES[plan.zero].items()}
-
-    gpu_stages, host_stages, nvme_stages = [], [], []
-    notes = [f"activations: {style} accounting" + (f", seq {seq:,} x micro-batch {plan.micro_batch}")]
-    notes += _plan_notes(spec, plan, seq, style, prec, attention, convention, method)
-    if method == "full":
-        per_stage = stage_params(spec, plan.tp, plan.pp, plan.ep, layers, moe_layers)
-        b_o = Fraction(optimizer_state_bytes(spec, optimizer), spec.weight_params)
-    else:
-        base = base_weights or ("nf4-dq" if method == "qlora" else prec)
-        base_parts = weights_detail(spec, base)
-        n_t = lora_params(spec, lora_rank, lora_targets)
-        per_stage = [(Fraction(n_t), Fraction(0))]
-        b_o = Fraction(optimizer_state_bytes(spec, optimizer, lora_rank=lora_rank, lora_targets=lora_targets), n_t)
-    zero_note: list[str] = []
+    plan, w, opts = _plan_settings(plan, workload, settings)
+    style, layers = _check_plan(spec, plan, w, opts)
+    step = _Step(spec, plan, w, opts, style, layers, _conv_bytes(w.convention, w.precision, plan.zero))
+    acts = _stage_activations(spec, plan, w.seq, layers, style, w.dtype, w.attention)
+    notes = _plan_notes(step)
+    per_stage, step = _trainable(step)
+    gpu_stages, host_stages, nvme_stages, zero_note = [], [], [], []
     for i, (dense, expert) in enumerate(per_stage):
-        parts = states(dense, plan.dp, b_o)
-        if expert:
-            for name, val in states(expert, plan.dp // plan.ep, b_o).items():
-                parts[name] += val
-        gpu: dict[str, Fraction] = {}
-        host: dict[str, Fraction] = {}
-        nvme = Fraction(0)
-        if method != "full":
-            for k, val in base_parts.items():
-                name = k if k != "weights" else f"base weights ({base})"
-                gpu[name] = Fraction(val, plan.dp) if plan.zero == 3 else Fraction(val)
-            parts = {("LoRA adapters" if k == "weights" else k): val for k, val in parts.items()}
-        for name, val in parts.items():
-            if not val:
-                continue
-            is_grad = "gradients" in name
-            is_weight = name in ("weights", "LoRA adapters")
-            where = "gpu"
-            if is_weight and plan.offload_params != "none":
-                where = plan.offload_params
-            elif name in ("master weights (fp32)", "optimizer states") and plan.offload_optimizer != "none":
-                where = plan.offload_optimizer
-            elif is_grad and plan.offload_optimizer != "none" and plan.zero >= 2:
-                where = "cpu"
-            if where == "gpu":
-                gpu[name] = val
-            elif where == "cpu":
-                host[name] = val
-            else:
-                nvme += val
-        g_per = cb["gather"] if gather_buffer is None else (Fraction(4) if gather_buffer else Fraction(0))
-        if plan.zero == 3 and g_per and method == "full":
-            pos = "single" if plan.pp == 1 else ("first" if i == 0 else ("last" if i == plan.pp - 1 else "middle"))
-            gpu["ZeRO-3 gather buffer"] = g_per * largest_module_params(spec, plan.tp, plan.ep, pos) * _scale(spec)
-        stage_notes = list(notes)
-        if plan.zero and plan.offload_optimizer == plan.offload_params == "none":
-            here = sum(parts.values(), Fraction(0)) + gpu.get("ZeRO-3 gather buffer", Fraction(0))
-            for k in range(plan.zero):                   # a lower stage with fewer model-state bytes: say so
-                ck = _conv_bytes(convention, precision, k)
-                low = Fraction(0)
-                for n_, dp_ in ((dense, plan.dp), (expert, plan.dp // plan.ep)):
-                    vals = dict(Psi=n_, N_d=Fraction(dp_), b_o=b_o, **{x: ck[x] for x in ("b_w", "b_g", "b_gh", "b_m")})
-                    low += sum((_ev(e, vals) for e in ZERO_STATES[k].values()), Fraction(0))
-                if method != "full" and plan.zero == 3:      # the frozen base is sharded only under ZeRO-3
-                    low += sum((Fraction(v_) for v_ in base_parts.values()), Fraction(0)) * (1 - Fraction(1, plan.dp))
-                if here > low:
-                    why = ("the deepspeed convention's ZeRO-2 keeps DeepSpeed's 16-bit gradient partition beside the "
-                           "fp32 one (2 + 18/N_d B/param), which only pays off from dp=2" if plan.zero == 2 and
-                           cb["b_gh"] else
-                           "the ZeRO-3 gather buffer (4 B x the largest module) outweighs what sharding saves"
-                           if "ZeRO-3 gather buffer" in gpu else "ZeRO shards nothing at dp=1")
-                    stage_notes.append(f"stage {i}: ZeRO-{plan.zero} keeps {F.to_int_bytes(here - low):,} bytes more "
-                                       f"model states than ZeRO-{k} at dp={plan.dp}: {why}")
-                    if not zero_note:
-                        zero_note.append(stage_notes[-1])
-                    break
-        grad_gpu = sum((val for k, val in gpu.items() if "gradients" in k), Fraction(0))
-        grad_all = sum((val for k, val in parts.items() if "gradients" in k), Fraction(0))
-        rule, bucket = _buckets(buckets, plan.zero, plan.tp, plan.pp, grad_gpu or grad_all, overlap_comm)
-        if bucket:
-            gpu[f"communication buckets ({rule})"] = Fraction(bucket)
-        gpu["activations"] = Fraction(acts[i] if len(acts) > 1 else acts[0])
-        gpu["reserve (CUDA context, framework)"] = Fraction(res)
+        gpu, host, nvme, note = _stage(step, i, dense, expert, acts[i] if len(acts) > 1 else acts[0])
+        zero_note += [note] if note and not zero_note else []
         gpu_stages.append(Breakdown({k: F.to_int_bytes(x) for k, x in gpu.items()},
                                     title=f"{spec.name}: {plan.label()}, stage {i} of {plan.pp} ({layers[i]} layers), "
-                                          f"{method}, {convention}", notes=tuple(stage_notes)))
+                                          f"{w.method}, {w.convention}", notes=tuple(notes + ([note] if note else []))))
         host_stages.append(Breakdown({k: F.to_int_bytes(x) for k, x in host.items()},
                                      title=f"{spec.name}: host memory per rank, stage {i}"))
         nvme_stages.append(F.to_int_bytes(nvme))
@@ -700,9 +804,8 @@ def plan_memory(model: ModelSpec | str, plan: ParallelPlan | None = None, seq: i
                       tuple(notes + zero_note))
 
 
-_PLAN_MEMORY_ARGS = ("model", "plan", "seq", "method", "precision", "optimizer", "convention", "activation_style",
-                     "attention", "lora_rank", "lora_targets", "base_weights", "buckets", "overlap_comm",
-                     "gather_buffer", "reserve", "stage_layers", "moe_layers")
+_PLAN_MEMORY_ARGS = tuple(_PLAN_MEMORY_SIGNATURE.parameters)[:-1]
+"""plan_memory's named arguments (what an unknown keyword is matched against, with the plan fields)."""
 
 
 # --- DeepSpeed's estimators (deepspeed/runtime/zero/stage_1_and_2.py, stage3.py) ----------------------------
@@ -835,7 +938,7 @@ SOURCE_175B = SOURCE_SHAPES["source-175b"]
 __all__ = [
     "BUCKETS", "DEEPSPEED_ZERO2", "DEEPSPEED_ZERO2_PRE_5099", "DEEPSPEED_ZERO3", "DeepSpeedEstimate", "IN_FLIGHT",
     "ATTN_PARAMS_RANK", "KV_HEADS_PER_RANK", "MODULE_PARAMS_RANK", "allowed_tp", "kv_heads_per_gpu", "LAYER_PARAMS_RANK_DENSE", "LAYER_PARAMS_RANK_EXPERTS", "MEGATRON_EMBED_ACT", "MEGATRON_HEAD_ACT", "MODULE_PARAMS",
-    "ParallelPlan", "PlanMemory", "SOURCE_175B", "STAGE_ACTIVATIONS", "STAGE_PARAMS", "ZERO_MODEL_STATES",
+    "ParallelPlan", "PlanMemory", "PlanOptions", "SOURCE_175B", "STAGE_ACTIVATIONS", "STAGE_PARAMS", "ZERO_MODEL_STATES",
     "ZERO_PAPER", "ZERO_PARTS", "ZERO_STATES", "check_layout", "deepspeed_estimate_table", "deepspeed_zero2_estimate",
     "deepspeed_zero3_estimate", "even_split", "in_flight", "largest_module_params", "plan_memory", "stage_params",
     "zero_model_states", "zero_parts",
