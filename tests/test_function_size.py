@@ -12,8 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NUMERIC_CORE = ("core", "catalog", "memory", "plans", "solve", "serve")
 MAX_LINES, MAX_PARAMS = 60, 8
 
-WAITING = {
-}
+WAITING: set[str] = set()
 
 
 def oversized() -> dict[str, tuple[int, int]]:

@@ -65,10 +65,7 @@ TWINS: dict[tuple[str, str], str] = {
     ("training.js", "16"): "bits of unquantized tensors (b_u) in training.training_memory not exported yet",
     ("training.js", "4"): "fp32 bytes per weight/gradient and the fp32 activation flag of training_memory",
     ("training.js", "8"): "bits per byte turning conv.weight into b_q (training_memory)",
-    ("serving.js", "0.9"): "serving_kv_capacity defaults retyped (gpu_memory_utilization)",
-    ("serving.js", "16"): "serving_kv_capacity defaults retyped (block_size); the float-KV bits threshold",
-    ("serving.js", "8192"): "serving_kv_capacity defaults retyped (max_num_batched_tokens)",
-    ("serving.js", "256"): "serving_kv_capacity defaults retyped (max_num_seqs)",
+    ("serving.js", "16"): "the float-KV bits threshold of serving._activation_dtype (16-bit and wider floats)",
     ("bookshelf.js", "*"): "the bookshelf picture (vramlib.explain.bookshelf.shelf_svg) is drawn twice: SVG layout, tile sizes, "
                            "label thresholds, its defaults (12 volumes, 2048 chunk) -- to export or generate",
 }

@@ -213,7 +213,7 @@ def catalogue_json() -> dict[str, Any]:
 DEFAULTS_OF = (
     "parallel.plan_memory", "parallel.ParallelPlan", "planning.balance_verdict", "training.training_memory",
     "training.lora_params", "inference.inference_memory", "feasibility.largest_fitting",
-    "training_feasibility.max_seq_for_training", "design.evaluate_design", "serving.serving_kv_capacity",
+    "training_feasibility.max_seq_for_training", "design.evaluate_design", "serving.ServingConfig",
     "widgets.finetune.finetune_plan", "widgets.finetune.finetune_compute", "widgets.parallel.plan_memory_compute",
     "widgets.parallel.balance_stages_compute", "widgets.recommend.recommend_rows", "widgets.design.design_compute",
     "recommend.recommend_gpus",

@@ -32,11 +32,8 @@
 
   function checkTp(m, tp) { return VL.checkTp("tp", tp, m.name, m.spec.n_heads, m.spec.n_kv_heads); }
 
-  var DEFAULTS = { gpu_memory_utilization: 0.9, tp: 1, block_size: 16, max_num_batched_tokens: 8192, weights: "bf16",
-    kv_dtype: "auto", request_tokens: null, cuda_graphs: true, max_num_seqs: 256, max_model_len: null,
-    cuda_graph_accounting: "budget", activation_peak: null, non_torch_memory: K.NON_TORCH_MEMORY,
-    cuda_context: K.CUDA_CONTEXT, nccl_memory: K.NCCL_MEMORY, cuda_graph_memory: K.CUDA_GRAPH_MEMORY,
-    driver_reserved: K.DRIVER_RESERVED, sampler_bytes_per_logit: K.SAMPLER_BYTES_PER_LOGIT };
+  /* serving.ServingConfig's fields and defaults, read from the Python class (jsgen.function_defaults) */
+  var DEFAULTS = VL.data.defaults["serving.ServingConfig"];
 
   /* serving.serving_kv_capacity: the fields the calculator shows */
   VL.servingKvCapacity = function (m, gpu, o) {
@@ -138,7 +135,7 @@
     var c = VL.servingKvCapacity(m, card.key, { gpu_memory_utilization: a.gpu_memory_utilization, tp: a.tp,
       block_size: a.block_size, max_num_batched_tokens: a.max_num_batched_tokens, weights: a.weights,
       kv_dtype: a.kv_dtype, request_tokens: a.request_tokens,
-      max_num_seqs: a.max_num_seqs === undefined ? 256 : a.max_num_seqs,
+      max_num_seqs: a.max_num_seqs === undefined ? DEFAULTS.max_num_seqs : a.max_num_seqs,
       max_model_len: Math.max(a.request_tokens, 1) });
     var verdict = VL.servingVerdict(c);
     if (c.starts) {
