@@ -48,6 +48,9 @@ class Convention:
     source: str
 
 
+TRAINING_PRECISIONS = ("bf16", "fp16", "fp32")
+"""The formats training computes in (weights, gradients, activations); 8- and 4-bit formats store frozen bases only."""
+
 CONVENTIONS: dict[str, Convention] = {
     "source-12": Convention("source-12", 2, 2, 0, 0, "the source document: 2 + 2 + 8 bytes"),
     "mixed-fp32-master": Convention("mixed-fp32-master", 2, 2, 4, 0,
@@ -251,7 +254,7 @@ class Workload:
         put = functools.partial(object.__setattr__, self)
         put("method", check_choice("method", self.method, METHODS))
         put("seq", check_positive_int("seq", self.seq))
-        if get_precision(self.precision, field="precision").name not in ("bf16", "fp16", "fp32"):
+        if get_precision(self.precision, field="precision").name not in TRAINING_PRECISIONS:
             raise InvalidValueError("precision", self.precision, "training computes in bf16, fp16 or fp32")
         put("optimizer", check_choice("optimizer", self.optimizer, OPTIMIZERS))
         put("convention", check_choice("convention", self.convention, CONVENTIONS))

@@ -85,7 +85,7 @@ from ..catalog.precision import get_precision
 from ..core.symbols import E, P, V, b_g, b_m, b_o, b_w, beta_mlp, beta_norm, beta_o, beta_qkv, d, f, h, n_h, n_kv, \
     n_mlp, tied
 from ..memory.signatures import arg, field_args, keywords_through, signature, split_settings
-from ..memory.training import CONVENTIONS, Workload, as_workload, check_lora_settings, lora_params, \
+from ..memory.training import CONVENTIONS, TRAINING_PRECISIONS, Workload, as_workload, check_lora_settings, lora_params, \
     optimizer_state_bytes, resolve_activation_style
 from ..memory.sharding import (  # noqa: F401 (VL.parallel.MODULE_PARAMS*, vl.parallel.largest_module_params)
     ATTN_PARAMS_RANK, KV_HEADS_PER_RANK, MODULE_PARAMS, MODULE_PARAMS_RANK, N_e, _ev, _values, largest_module_params,
@@ -345,7 +345,7 @@ class PlanMemory:
 def _conv_bytes(convention: str, precision: str, zero: int) -> dict[str, Fraction]:
     conv = CONVENTIONS[check_choice("convention", convention, CONVENTIONS)]
     prec = get_precision(precision, field="precision")
-    if prec.name not in ("bf16", "fp16", "fp32"):
+    if prec.name not in TRAINING_PRECISIONS:
         raise InvalidValueError("precision", precision, "training computes in bf16, fp16 or fp32")
     if prec.name == "fp32":
         return {"b_w": Fraction(4), "b_g": Fraction(4), "b_gh": Fraction(0), "b_m": Fraction(0),

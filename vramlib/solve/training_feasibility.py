@@ -30,7 +30,7 @@ from .feasibility import largest_fitting
 from ..catalog.models import ModelSpec, get_model
 from ..catalog.precision import get_precision
 from ..core.symbols import L, N_t, b, h, s
-from ..memory.training import CONVENTIONS, OPTIMIZERS, training_memory
+from ..memory.training import CONVENTIONS, OPTIMIZERS, TRAINING_PRECISIONS, training_memory
 
 # --- expressions ---------------------------------------------------------------------------------------
 c_act = sp.Symbol("c", positive=True)
@@ -192,7 +192,7 @@ def _state_bytes(convention: str, optimizer: str, precision: str) -> dict[str, i
     conv = CONVENTIONS[check_choice("convention", convention, CONVENTIONS)]
     opt = OPTIMIZERS[check_choice("optimizer", optimizer, OPTIMIZERS)]
     prec = get_precision(precision, field="precision")
-    if prec.name not in ("bf16", "fp16", "fp32"):
+    if prec.name not in TRAINING_PRECISIONS:
         raise InvalidValueError("precision", precision, "training computes in bf16, fp16 or fp32")
     # as training_memory: fp32 training keeps fp32 weights and gradients and no separate master copy
     b_w_, b_g_, b_m_ = (conv.weight, conv.grad, conv.master) if prec.name != "fp32" else (4, 4, 0)

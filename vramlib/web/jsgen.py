@@ -191,7 +191,7 @@ def catalogue_json() -> dict[str, Any]:
             "DEFAULT_RESERVE_BYTES": parse_memory(inference.DEFAULT_RESERVE),
             "ATTENTION": list(inference.ATTENTION), "RECOMPUTE": list(activations.RECOMPUTE),
             "ACTIVATION_STYLES": list(activations.ACTIVATION_STYLES), "METHODS": list(training.METHODS),
-            "LORA_TARGETS": list(training.LORA_TARGETS), "MLP_MODULES": list(models.MLP_MODULES),
+            "LORA_TARGETS": list(training.LORA_TARGETS), "TRAINING_PRECISIONS": list(training.TRAINING_PRECISIONS), "MLP_MODULES": list(models.MLP_MODULES),
             "WEIGHT_KINDS": list(precision.WEIGHT_KINDS), "HF_FAMILIES": list(activations.HF_FAMILIES),
         },
         "ggml_bits": to_json(precision.GGML_BITS),
@@ -205,7 +205,7 @@ def catalogue_json() -> dict[str, Any]:
         "units": _module_constants("units", ("GB", "GiB", "MB", "MiB", "_UNITS")),
         "viz": {"PALETTE": to_json(viz.PALETTE),   # COMPONENT_COLOURS as pairs: the first match wins, keep the order
                 "COMPONENT_COLOURS": [[k, i] for k, i in viz.COMPONENT_COLOURS.items()]},
-        "recommend": _module_constants("widgets.recommend", ("MAX_GPUS", "TRAINING_PRECISIONS")),
+        "recommend": _module_constants("widgets.recommend", ("MAX_GPUS",)),
         "defaults": {name: function_defaults(name) for name in DEFAULTS_OF},
     }
 
@@ -254,7 +254,7 @@ def conv_bytes_table() -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
     weights, gradients, 16-bit gradient copy, master weights and the gather buffer."""
     from ..memory.training import CONVENTIONS
     from ..plans import parallel
-    from ..present.widgets.recommend import TRAINING_PRECISIONS
+    from ..memory.training import TRAINING_PRECISIONS
 
     return {c: {p: {str(z): to_json(parallel._conv_bytes(c, p, z)) for z in parallel.ZERO_STAGES}
                 for p in TRAINING_PRECISIONS} for c in CONVENTIONS}

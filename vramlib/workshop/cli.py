@@ -486,6 +486,37 @@ def _gpu_arg(p: argparse.ArgumentParser, required: bool = True) -> None:
                    help="catalogue name or memory with a count: rtx-4090, 4xa100-80gb, 2x80GB, 24GiB")
 
 
+def _plan_space_args(p: argparse.ArgumentParser) -> None:
+    """``vramlib plan``'s options: the fields of solve.planning.PlanSpace, with its defaults (never retyped here)."""
+    import dataclasses
+
+    from ..solve.planning import PlanSpace
+
+    d = {f.name: f.default for f in dataclasses.fields(PlanSpace)}
+    join = ",".join
+    p.add_argument("--seq", type=_POSITIVE, default=d["seq"], help=f"sequence length (default {d['seq']})")
+    p.add_argument("--global-batch", type=_POSITIVE, default=d["global_batch"],
+                   help=f"sequences per optimizer step (default {d['global_batch']})")
+    p.add_argument("--precision", default=d["precision"], help=f"{d['precision']} (default), fp16, fp32")
+    p.add_argument("--optimizer", default=d["optimizer"], help=f"{d['optimizer']} (default), adamw-8bit, ...")
+    p.add_argument("--convention", default=d["convention"],
+                   help=f"{d['convention']} (default), source-12, deepspeed")
+    p.add_argument("--zero", type=_int_list_type(0, 3, "1,3", "ZeRO stages from 0, 1, 2, 3"),
+                   help=f"ZeRO stages to try, e.g. '1,3' (default {join(map(str, d['zero_stages']))})")
+    p.add_argument("--recompute", type=_name_list_type("none,full"),
+                   help=f"recompute levels to try, e.g. 'none,full' (default {join(d['recompute'])})")
+    p.add_argument("--micro-batches", type=_int_list_type(1, None, "1,2,4", "positive integers"),
+                   help=f"micro-batch sizes to try (default {join(map(str, d['micro_batches']))})")
+    p.add_argument("--headroom", type=_HEADROOM, default=d["headroom"],
+                   help=f"fraction of each GPU kept free (default {d['headroom']})")
+    p.add_argument("--mfu", type=_MFU, default=d["mfu"], help=f"model FLOPs utilisation for the ranking (default {d['mfu']})")
+    p.add_argument("--gpus-per-node", type=_POSITIVE, default=d["gpus_per_node"],
+                   help=f"GPUs per node (default {d['gpus_per_node']})")
+    _reserve_arg(p)
+    p.add_argument("--top", type=_POSITIVE, default=d["top"], help=f"plans to show (default {d['top']})")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
 def _reserve_arg(p: argparse.ArgumentParser) -> None:
     from ..memory.inference import DEFAULT_RESERVE
 
@@ -557,24 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "fullest GPU fits and rank them by a throughput model (chapter 12).")
     _model_args(p)
     _gpu_arg(p)
-    p.add_argument("--seq", type=_POSITIVE, default=2048, help="sequence length (default 2048)")
-    p.add_argument("--global-batch", type=_POSITIVE, default=1024,
-                   help="sequences per optimizer step (default 1024)")
-    p.add_argument("--precision", default="bf16", help="bf16 (default), fp16, fp32")
-    p.add_argument("--optimizer", default="adamw", help="adamw (default), adamw-8bit, ...")
-    p.add_argument("--convention", default="mixed-fp32-master", help="mixed-fp32-master (default), source-12, deepspeed")
-    p.add_argument("--zero", type=_int_list_type(0, 3, "1,3", "ZeRO stages from 0, 1, 2, 3"),
-                   help="ZeRO stages to try, e.g. '1,3' (default 0,1,2,3)")
-    p.add_argument("--recompute", type=_name_list_type("none,full"),
-                   help="recompute levels to try, e.g. 'none,full' (default none,selective,full)")
-    p.add_argument("--micro-batches", type=_int_list_type(1, None, "1,2,4", "positive integers"),
-                   help="micro-batch sizes to try (default 1,2,4,8)")
-    p.add_argument("--headroom", type=_HEADROOM, default=0.1, help="fraction of each GPU kept free (default 0.1)")
-    p.add_argument("--mfu", type=_MFU, default=0.4, help="model FLOPs utilisation for the ranking (default 0.4)")
-    p.add_argument("--gpus-per-node", type=_POSITIVE, default=8, help="GPUs per node (default 8)")
-    _reserve_arg(p)
-    p.add_argument("--top", type=_POSITIVE, default=10, help="plans to show (default 10)")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    _plan_space_args(p)
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("report", help="HTML feasibility report(s) through papermill, one per participant",

@@ -12,7 +12,7 @@ from ...catalog.hardware import GPUS, get_gpu
 from ...memory.inference import inference_memory
 from ...catalog.models import get_model, model_names
 from ...catalog.precision import get_precision, precision_names
-from ...memory.training import training_memory
+from ...memory.training import TRAINING_PRECISIONS, training_memory
 from .base import bounded_int, range_problem, render, with_static_view
 
 TASKS = ("inference", "training", "both")
@@ -50,7 +50,7 @@ def bookshelf_compute(model, n_heads: int, n_kv_heads: int, weights: str, tokens
         out.append((f"Using the model: {batch} x {tokens:,} tokens of conversation", shelf_layout(bd, card, prec.name,
                                                                                                   volumes)))
     if task in ("training", "both"):
-        if prec.name not in ("bf16", "fp16", "fp32"):
+        if prec.name not in TRAINING_PRECISIONS:
             raise InvalidValueError("precision", prec.name, "teaching (training) needs bf16, fp16 or fp32 books; "
                                     "compact 8- and 4-bit books are for inference (task 'inference')")
         bd = training_memory(m, "full", seq=tokens, micro_batch=batch, precision=prec.name)

@@ -23,13 +23,12 @@ from ...catalog.hardware import GPUS, get_gpu
 from ...memory.inference import DEFAULT_RESERVE
 from ...catalog.models import get_model
 from ...plans.parallel import OFFLOAD, ParallelPlan, PlanMemory, plan_memory
-from ...memory.training import CONVENTIONS, METHODS, OPTIMIZERS
+from ...memory.training import CONVENTIONS, METHODS, OPTIMIZERS, TRAINING_PRECISIONS
 from ...core.units import gb, gib
 from ..viz import breakdown_svg
 from .base import Computed, dropdown, evaluate_panel, int_box, model_with_heads, panel, panel_plan, render
 from .parallel import _verdict
 
-TRAINING_PRECISIONS = ("bf16", "fp16", "fp32")
 
 BarsComputed = tuple[tuple[tuple[str, Breakdown], ...], "int | None", str]
 """Labelled per-rank Breakdowns, the capacity, a verdict line."""
@@ -126,6 +125,25 @@ def evaluate_bars_panel(compute: Callable[..., BarsComputed], values: Mapping[st
     return evaluate_panel(compute, values, render_bars)
 
 
+def training_controls(m, values: Mapping[str, Any], names) -> dict[str, Any]:
+    """The training knobs a panel offers, in the order of ``names``, each built the same way in every panel that
+    has it (this one and the recommender's): ``values`` holds each knob's initial value."""
+    drop, num = dropdown, int_box
+    make = {
+        "n_heads": lambda v: num(v, 1, 512, "heads"), "n_kv_heads": lambda v: num(v, 1, 512, "KV heads"),
+        "precision": lambda v: drop(TRAINING_PRECISIONS, v, "precision"), "gpu": lambda v: drop(sorted(GPUS), v, "GPU"),
+        "method": lambda v: drop(METHODS, v, "method"), "lora_rank": lambda v: num(v, 1, 4096, "LoRA rank"),
+        "optimizer": lambda v: drop(OPTIMIZERS, v, "optimizer"),
+        "convention": lambda v: drop(CONVENTIONS, v, "convention"),
+        "zero": lambda v: drop((0, 1, 2, 3), v, "ZeRO stage"), "dp": lambda v: num(v, 1, 65536, "DP (GPUs)"),
+        "tp": lambda v: drop((1, 2, 4, 8), v, "TP"), "pp": lambda v: num(v, 1, m.n_layers, "PP (stages)"),
+        "n_micro": lambda v: num(v, 1, 4096, "micro-batches"), "recompute": lambda v: drop(RECOMPUTE, v, "recompute"),
+        "attention": lambda v: drop(ATTENTION, v, "attention"), "seq": lambda v: num(v, 1, 10**7, "sequence", 512),
+        "micro_batch": lambda v: num(v, 1, 4096, "micro-batch"),
+    }
+    return {name: make[name](values[name]) for name in names}
+
+
 def finetune_controls(model, gpu: str = "a100-80gb", precision: str = "bf16", method: str = "full",
                       lora_rank: int = 16, optimizer: str = "adamw", convention: str = "mixed-fp32-master",
                       zero: int = 3, dp: int = 8, tp: int = 1, pp: int = 1, n_micro: int = 1, recompute: str = "none",
@@ -137,27 +155,12 @@ def finetune_controls(model, gpu: str = "a100-80gb", precision: str = "bf16", me
     import ipywidgets as w
 
     m = get_model(model)
-    drop, num = dropdown, int_box
-
+    values = dict(locals(), n_heads=m.n_heads, n_kv_heads=m.n_kv_heads)
     return {
-        "n_heads": num(m.n_heads, 1, 512, "heads"),
-        "n_kv_heads": num(m.n_kv_heads, 1, 512, "KV heads"),
-        "precision": drop(TRAINING_PRECISIONS, precision, "precision"),
-        "gpu": drop(sorted(GPUS), gpu, "GPU"),
-        "method": drop(METHODS, method, "method"),
-        "lora_rank": num(lora_rank, 1, 4096, "LoRA rank"),
-        "optimizer": drop(OPTIMIZERS, optimizer, "optimizer"),
-        "convention": drop(CONVENTIONS, convention, "convention"),
-        "zero": drop((0, 1, 2, 3), zero, "ZeRO stage"),
-        "dp": num(dp, 1, 65536, "DP (GPUs)"),
-        "tp": drop((1, 2, 4, 8), tp, "TP"),
-        "pp": num(pp, 1, m.n_layers, "PP (stages)"),
-        "n_micro": num(n_micro, 1, 4096, "micro-batches"),
-        "recompute": drop(RECOMPUTE, recompute, "recompute"),
-        "attention": drop(ATTENTION, attention, "attention"),
-        "seq": num(seq, 1, 10**7, "sequence", 512),
-        "micro_batch": num(micro_batch, 1, 4096, "micro-batch"),
-        "offload_optimizer": drop(OFFLOAD, offload_optimizer, "offload optimizer"),
+        **training_controls(m, values, ("n_heads", "n_kv_heads", "precision", "gpu", "method", "lora_rank", "optimizer",
+                                        "convention", "zero", "dp", "tp", "pp", "n_micro", "recompute", "attention",
+                                        "seq", "micro_batch")),
+        "offload_optimizer": dropdown(OFFLOAD, offload_optimizer, "offload optimizer"),
         "sequence_parallel": w.Checkbox(value=tp > 1, description="sequence parallel", style={"description_width": "initial"}),
         "compare_zero": w.Checkbox(value=compare_zero, description="compare ZeRO stages", style={"description_width": "initial"}),
     }

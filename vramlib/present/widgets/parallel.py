@@ -17,7 +17,7 @@ from ...catalog.hardware import GPUS, get_gpu
 from ...catalog.models import get_model
 from ...plans.parallel import OFFLOAD, ParallelPlan, PlanMemory, plan_memory
 from ...solve.planning import PlanSpace, balance_pipeline, balance_verdict, search_plans
-from ...memory.training import CONVENTIONS
+from ...memory.training import CONVENTIONS, TRAINING_PRECISIONS
 from ...core.units import fmt_bytes, gb, gib
 from ..viz import breakdown_svg
 from .base import (
@@ -180,7 +180,7 @@ def plan_controls(model, gpu: str = "a100-80gb", tp: int = 1, pp: int = 1, dp: i
     ctl: dict[str, Any] = {
         "n_heads": bounded_int(value=m.n_heads, min=1, max=512, description="heads", style=style),
         "n_kv_heads": bounded_int(value=m.n_kv_heads, min=1, max=512, description="KV heads", style=style),
-        "precision": w.Dropdown(options=["bf16", "fp16", "fp32"], value=precision, description="precision",
+        "precision": w.Dropdown(options=list(TRAINING_PRECISIONS), value=precision, description="precision",
                                 style=style),
         "gpu": w.Dropdown(options=sorted(GPUS), value=gpu, description="GPU", style=style),
         "tp": w.Dropdown(options=[1, 2, 4, 8], value=tp, description="TP", style=style),

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...memory.activations import ATTENTION, RECOMPUTE
 from ...core.errors import InvalidValueError, VramlibError
 from ...memory.inference import DEFAULT_RESERVE
 from ...catalog.models import get_model
 from ...solve.recommend import recommend_gpus, recommendation_table
-from ...memory.training import METHODS, OPTIMIZERS
 from ...core.units import fmt_bytes
 from .base import Computed, dropdown, int_box, model_with_heads, panel, render
+from .finetune import training_controls
 
-TRAINING_PRECISIONS = ("bf16", "fp16", "fp32")
 MAX_GPUS = (1, 2, 4, 8)
 
 
@@ -96,24 +94,12 @@ def recommend_controls(model, precision: str = "bf16", method: str = "qlora", lo
     micro-batch, headroom, largest GPU count."""
 
     m = get_model(model)
-    drop, num = dropdown, int_box
-
-    from ...memory.training import CONVENTIONS
-
+    values = dict(locals(), n_heads=m.n_heads, n_kv_heads=m.n_kv_heads)
     return {
-        "n_heads": num(m.n_heads, 1, 512, "heads"),
-        "n_kv_heads": num(m.n_kv_heads, 1, 512, "KV heads"),
-        "precision": drop(TRAINING_PRECISIONS, precision, "precision"),
-        "method": drop(METHODS, method, "method"),
-        "lora_rank": num(lora_rank, 1, 4096, "LoRA rank"),
-        "optimizer": drop(OPTIMIZERS, optimizer, "optimizer"),
-        "convention": drop(CONVENTIONS, convention, "convention"),
-        "recompute": drop(RECOMPUTE, recompute, "recompute"),
-        "attention": drop(ATTENTION, attention, "attention"),
-        "seq": num(seq, 1, 10**7, "sequence", 512),
-        "micro_batch": num(micro_batch, 1, 4096, "micro-batch"),
-        "headroom_pct": num(headroom_pct, 0, 99, "headroom %"),
-        "max_gpus": drop(MAX_GPUS, max_gpus, "up to GPUs"),
+        **training_controls(m, values, ("n_heads", "n_kv_heads", "precision", "method", "lora_rank", "optimizer",
+                                        "convention", "recompute", "attention", "seq", "micro_batch")),
+        "headroom_pct": int_box(headroom_pct, 0, 99, "headroom %"),
+        "max_gpus": dropdown(MAX_GPUS, max_gpus, "up to GPUs"),
     }
 
 

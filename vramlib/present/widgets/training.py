@@ -12,12 +12,11 @@ from ...memory.inference import DEFAULT_RESERVE
 from ...core.errors import check_positive_int
 from ...catalog.hardware import GPUS, get_gpu
 from ...catalog.models import get_model
-from ...memory.training import CONVENTIONS, METHODS, OPTIMIZERS, training_memory
+from ...memory.training import CONVENTIONS, METHODS, OPTIMIZERS, TRAINING_PRECISIONS, training_memory
 from ...solve.training_feasibility import max_seq_for_training
 from ...core.units import fmt_bytes
 from .base import Computed, dropdown, int_box, panel
 
-TRAINING_PRECISIONS = ("bf16", "fp16", "fp32")
 
 
 def training_compute(model, n_heads: int, n_kv_heads: int, precision: str, method: str, lora_rank: int,

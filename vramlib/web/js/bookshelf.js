@@ -303,7 +303,7 @@
         VL.shelfLayout(T, bd, card.memory_bytes, prec.name, volumes)]);
     }
     if (task === "training" || task === "both") {
-      if (["bf16", "fp16", "fp32"].indexOf(prec.name) < 0) {
+      if (C.TRAINING_PRECISIONS.indexOf(prec.name) < 0) {
         throw VL.invalid("precision", prec.name, "teaching (training) needs bf16, fp16 or fp32 books; compact 8- and " +
           "4-bit books are for inference (task 'inference')");
       }

@@ -122,7 +122,7 @@
     var method = VL.checkChoice("method", o.method, C.METHODS);
     var conv = D.conventions[VL.checkChoice("convention", o.convention, Object.keys(D.conventions))];
     var prec = VL.getPrecision(o.precision, "precision");
-    if (["bf16", "fp16", "fp32"].indexOf(prec.name) < 0) {
+    if (C.TRAINING_PRECISIONS.indexOf(prec.name) < 0) {
       throw VL.invalid("precision", o.precision, "training computes in bf16, fp16 or fp32");
     }
     VL.checkChoice("attention", o.attention, C.ATTENTION);
