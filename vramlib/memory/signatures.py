@@ -49,10 +49,15 @@ def keywords_through(sig: inspect.Signature):
     to their names by ``sig``, only the arguments given (a ``**`` parameter of ``sig`` spread out). Put
     ``checked_call`` above it for one-line errors on unknown or missing arguments."""
     var_kw = next((p.name for p in sig.parameters.values() if p.kind is p.VAR_KEYWORD), None)
+    positional = [p.name for p in sig.parameters.values() if p.kind in (_P.POSITIONAL_ONLY, _P.POSITIONAL_OR_KEYWORD)]
+    known = frozenset(sig.parameters) - {var_kw}
 
     def decorate(fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
+            if len(args) <= len(positional) and (var_kw or known.issuperset(kwargs)) \
+                    and not any(n in kwargs for n in positional[:len(args)]):  # binds: no inspect.bind per call
+                return fn(**dict(zip(positional, args)), **kwargs)
             given = sig.bind(*args, **kwargs).arguments
             extra = given.pop(var_kw, {}) if var_kw else {}
             return fn(**given, **extra)
