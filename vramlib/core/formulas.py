@@ -177,7 +177,7 @@ def _int_typed(expr) -> bool:
 
 
 @lru_cache(maxsize=None)
-def _names(expr: sp.Expr) -> tuple[str, ...]:
+def argument_names(expr: sp.Expr) -> tuple[str, ...]:
     """The argument names of ``expr``'s compiled functions: its free symbols, sorted by name."""
     return tuple(sorted(s.name for s in expr.free_symbols))
 
@@ -200,7 +200,7 @@ def evaluate(expr: sp.Expr, **values) -> int | Fraction:
     """
     global EVALUATIONS
     EVALUATIONS += 1
-    names = _names(expr)
+    names = argument_names(expr)
     try:
         args = [values[n] for n in names]
     except KeyError:

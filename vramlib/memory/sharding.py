@@ -6,6 +6,7 @@ both ``training`` (single-GPU gather buffer) and ``plans.parallel`` (per-rank st
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import lru_cache
 
 import sympy as sp
 
@@ -57,11 +58,21 @@ def _values(spec: ModelSpec, **extra) -> dict:
 
 
 def _ev(expr: sp.Expr, vals: dict) -> Fraction:
-    """Exact value of ``expr`` (ints and Fractions in, a Fraction out)."""
-    if not expr.free_symbols:
-        return Fraction(int(sp.Integer(expr))) if expr.is_Integer else Fraction(str(expr))
-    names, _ = F.compile_exact(expr)
-    return Fraction(F.evaluate(expr, **{k: vals[k] for k in names}))
+    """Exact value of ``expr`` (ints and Fractions in, a Fraction out). Whole Fractions go in as ints, so that an
+    integer-closed expression takes formulas.evaluate's int path."""
+    names = F.argument_names(expr)
+    if not names:
+        return _constant(expr)
+    args = {}
+    for k in names:
+        v = vals[k]
+        args[k] = v.numerator if type(v) is Fraction and v.denominator == 1 else v
+    return Fraction(F.evaluate(expr, **args))
+
+
+@lru_cache(maxsize=None)
+def _constant(expr: sp.Expr) -> Fraction:
+    return Fraction(int(sp.Integer(expr))) if expr.is_Integer else Fraction(str(expr))
 
 
 @checked_call

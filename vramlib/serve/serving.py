@@ -729,11 +729,11 @@ def roofline(model: ModelSpec | str, gpu: str | GPU, weights: str = "bf16", kv_d
     kv_name = _kv_dtype(kv_dtype, weights, card)
     vals = _roofline_values(mm, card, weights, kv_name, tp, eff)
     step_vals = {**vals, "B": batch, "T": context}
-    mem_s = F.evaluate(DECODE_MEMORY_SECONDS, **{k: step_vals[k] for k in F.compile_exact(DECODE_MEMORY_SECONDS)[0]})
-    cmp_s = F.evaluate(DECODE_COMPUTE_SECONDS, **{k: step_vals[k] for k in F.compile_exact(DECODE_COMPUTE_SECONDS)[0]})
+    mem_s = F.evaluate(DECODE_MEMORY_SECONDS, **{k: step_vals[k] for k in F.argument_names(DECODE_MEMORY_SECONDS)})
+    cmp_s = F.evaluate(DECODE_COMPUTE_SECONDS, **{k: step_vals[k] for k in F.argument_names(DECODE_COMPUTE_SECONDS)})
     step = max(mem_s, cmp_s)
     pre_vals = {**vals, "T_p": prompt}
-    pre_s = F.evaluate(PREFILL_SECONDS, **{k: pre_vals[k] for k in F.compile_exact(PREFILL_SECONDS)[0]})
+    pre_s = F.evaluate(PREFILL_SECONDS, **{k: pre_vals[k] for k in F.argument_names(PREFILL_SECONDS)})
     speedup = F.evaluate(TP_SPEEDUP, n_tp=tp, sigma=ovh)
     decode_tps = Fraction(batch) / step
     prefill_tps = Fraction(prompt) / pre_s
@@ -760,8 +760,8 @@ def crossover_batch(model: ModelSpec | str, gpu: str | GPU, weights: str = "bf16
     kv_name = _kv_dtype(kv_dtype, weights, card)
     vals = _roofline_values(mm, card, weights, kv_name, tp, _efficiency(crossover_batch, efficiency))
     vals["T"] = check_positive_int("context", context)
-    mem_names = F.compile_exact(DECODE_MEMORY_SECONDS)[0]
-    cmp_names = F.compile_exact(DECODE_COMPUTE_SECONDS)[0]
+    mem_names = F.argument_names(DECODE_MEMORY_SECONDS)
+    cmp_names = F.argument_names(DECODE_COMPUTE_SECONDS)
 
     def memory_bound(b: int) -> bool:
         v = {**vals, "B": b}
