@@ -60,11 +60,7 @@ PRESENTATION: dict[tuple[str, str], str] = {
 
 TWINS: dict[tuple[str, str], str] = {
     ("parallel.js", "1e-12"): "balancer (planning.balance_pipeline): the DP's tie tolerance; the algorithm is a twin",
-    ("inference.js", "16"): "bits of an unquantized tensor (inference.weights_detail's b_u) not exported yet",
     ("inference.js", "40"): "largest_fitting's float-safe search limit 2**40 (Python: 2**64, exact ints)",
-    ("training.js", "16"): "bits of unquantized tensors (b_u) in training.training_memory not exported yet",
-    ("training.js", "4"): "fp32 bytes per weight/gradient and the fp32 activation flag of training_memory",
-    ("training.js", "8"): "bits per byte turning conv.weight into b_q (training_memory)",
     ("serving.js", "16"): "the float-KV bits threshold of serving._activation_dtype (16-bit and wider floats)",
     ("bookshelf.js", "*"): "the bookshelf picture (vramlib.explain.bookshelf.shelf_svg) is drawn twice: SVG layout, tile sizes, "
                            "label thresholds, its defaults (12 volumes, 2048 chunk) -- to export or generate",

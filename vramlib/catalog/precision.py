@@ -88,6 +88,9 @@ def _add(p: Precision) -> None:
 
 
 _add(Precision("fp32", Fraction(32), "IEEE single precision", "IEEE 754", is_float=True))
+FP32_BYTES = int(_BASE["fp32"].bits) // 8
+"""Bytes of one fp32 value: the weights and gradients of fp32 training (which keeps no separate master copy) and
+fp32 activations (memory.activations' z_32)."""
 _add(Precision("tf32", Fraction(32), "TensorFloat-32: a compute mode; stored as 32-bit floats",
                "NVIDIA A100 whitepaper", is_float=True))
 _add(Precision("bf16", Fraction(16), "bfloat16", "Google Brain bfloat16", is_float=True))

@@ -88,7 +88,7 @@ import sympy as sp
 from ..core import formulas as F
 from ..core.errors import InvalidValueError, check_choice, check_positive_int, checked_call
 from ..catalog.models import ModelSpec, get_model
-from ..catalog.precision import get_precision
+from ..catalog.precision import FP32_BYTES, get_precision
 from ..core.symbols import E, L, V, b, b_a, d, f, h, n_h, n_kv, n_norm, s
 from .signatures import arg, keywords_through, signature
 
@@ -313,7 +313,7 @@ def _megatron_bytes(values: dict, recompute: str, scope: str, tp: int, sequence_
 
 def _hf_bytes(spec: ModelSpec, values: dict, dtype: str, attention: str, recompute: str, scope: str) -> int:
     ba = _activation_dtype_bytes(dtype)
-    values = dict(values, **dict(_hf_indicators(spec)), b_a=ba, z_32=int(ba == 4))
+    values = dict(values, **dict(_hf_indicators(spec)), b_a=ba, z_32=int(ba == FP32_BYTES))
     expr = (HF_LAYER if scope == "layer" else HF_MODEL)[(attention, recompute)]
     return F.to_int_bytes(F.evaluate(expr, **values))
 

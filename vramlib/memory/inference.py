@@ -53,7 +53,7 @@ def _weights_detail(m: ModelSpec, p) -> tuple[tuple[str, int], ...]:
 
 def _weights_detail_uncached(m: ModelSpec, p) -> dict[str, int]:
     if m.nominal_params is not None or (not p.keeps and p.gguf is None):
-        total = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=m.weight_params, b_q=p.bits, N_u=0, b_u=16))
+        total = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=m.weight_params, b_q=p.bits, N_u=0, b_u=0))
         return {"weights": total}
     groups = {k: v for k, v in m.param_groups().items() if v}
     kept = {k: v for k, v in groups.items() if k in dict(p.keeps)}
@@ -61,12 +61,12 @@ def _weights_detail_uncached(m: ModelSpec, p) -> dict[str, int]:
     n_q, n_u = sum(quant.values()), sum(kept.values())
     bits = {k: tensor_bits(p, k, m.n_layers, m.gqa_group, m.n_experts) for k in groups}
     b_q = sum((quant[k] * bits[k] for k in quant), Fraction(0)) / n_q if n_q else Fraction(1)
-    b_u = sum((kept[k] * bits[k] for k in kept), Fraction(0)) / n_u if n_u else Fraction(16)
+    b_u = sum((kept[k] * bits[k] for k in kept), Fraction(0)) / n_u if n_u else Fraction(0)
     total = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=n_q, b_q=b_q, N_u=n_u, b_u=b_u))
     unq = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=0, b_q=1, N_u=n_u, b_u=b_u))
     if p.gguf:  # llama.cpp mixes: block scales are inside each type's bits; report the mix as one figure
         return {"weights": total - unq, "unquantized tensors": unq}
-    raw = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=n_q, b_q=p.bits.__floor__(), N_u=0, b_u=16))
+    raw = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=n_q, b_q=p.bits.__floor__(), N_u=0, b_u=0))
     return {"weights": raw, "quantization constants": total - raw - unq, "unquantized tensors": unq}
 
 

@@ -28,7 +28,7 @@ from ..core.errors import InvalidValueError, UnknownNameError, check_choice, che
     check_positive_int, checked_call
 from .inference import ATTENTION, DEFAULT_RESERVE, weights_detail
 from ..catalog.models import MLP_MODULES, ModelSpec, get_model
-from ..catalog.precision import get_precision
+from ..catalog.precision import FP32_BYTES, get_precision
 from ..core.symbols import d, f, h, n_h, n_kv
 from ..core.units import parse_memory
 from .signatures import arg, field_args, keywords_through, signature
@@ -335,7 +335,7 @@ def _bytes_per_param(w: Workload) -> tuple[int, int, int]:
     """(compute weights, gradients, master copy) bytes per trainable parameter: the convention's in half precision,
     4 + 4 + 0 in fp32."""
     conv = CONVENTIONS[w.convention]
-    return (conv.weight, conv.grad, conv.master) if w.dtype != "fp32" else (4, 4, 0)
+    return (conv.weight, conv.grad, conv.master) if w.dtype != "fp32" else (FP32_BYTES, FP32_BYTES, 0)
 
 
 def _trainable_parts(m: ModelSpec, w: Workload, b_w: int) -> tuple[dict[str, int], int, int]:
@@ -344,13 +344,13 @@ def _trainable_parts(m: ModelSpec, w: Workload, b_w: int) -> tuple[dict[str, int
     parts: dict[str, int] = {}
     if w.method == "full":
         n_t = m.weight_params
-        parts["weights"] = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=n_t, b_q=8 * b_w, N_u=0, b_u=16))
+        parts["weights"] = F.to_int_bytes(F.evaluate(F.MODEL_STATES_BYTES, N_t=n_t, b_w=b_w, b_g=0, b_m=0, b_o=0))
         return parts, n_t, optimizer_state_bytes(m, w.optimizer)
     base = w.base_format()
     for k, v in weights_detail(m, base).items():
         parts[k if k != "weights" else f"base weights ({base})"] = v
     n_t = lora_params(m, w.lora_rank, w.lora_targets)
-    parts["LoRA adapters"] = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=n_t, b_q=8 * b_w, N_u=0, b_u=16))
+    parts["LoRA adapters"] = F.to_int_bytes(F.evaluate(F.MODEL_STATES_BYTES, N_t=n_t, b_w=b_w, b_g=0, b_m=0, b_o=0))
     return parts, n_t, optimizer_state_bytes(m, w.optimizer, lora_rank=w.lora_rank, lora_targets=w.lora_targets)
 
 

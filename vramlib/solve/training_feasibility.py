@@ -30,6 +30,7 @@ from .feasibility import largest_fitting
 from ..catalog.models import ModelSpec, get_model
 from ..catalog.precision import get_precision
 from ..core.symbols import L, N_t, b, h, s
+from ..catalog.precision import FP32_BYTES
 from ..memory.training import CONVENTIONS, OPTIMIZERS, TRAINING_PRECISIONS, training_memory
 
 # --- expressions ---------------------------------------------------------------------------------------
@@ -195,7 +196,7 @@ def _state_bytes(convention: str, optimizer: str, precision: str) -> dict[str, i
     if prec.name not in TRAINING_PRECISIONS:
         raise InvalidValueError("precision", precision, "training computes in bf16, fp16 or fp32")
     # as training_memory: fp32 training keeps fp32 weights and gradients and no separate master copy
-    b_w_, b_g_, b_m_ = (conv.weight, conv.grad, conv.master) if prec.name != "fp32" else (4, 4, 0)
+    b_w_, b_g_, b_m_ = (conv.weight, conv.grad, conv.master) if prec.name != "fp32" else (FP32_BYTES, FP32_BYTES, 0)
     return {"b_w": b_w_, "b_g": b_g_, "b_m": b_m_, "b_o": opt.bytes_per_param}
 
 

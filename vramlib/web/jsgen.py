@@ -191,7 +191,7 @@ def catalogue_json() -> dict[str, Any]:
             "DEFAULT_RESERVE_BYTES": parse_memory(inference.DEFAULT_RESERVE),
             "ATTENTION": list(inference.ATTENTION), "RECOMPUTE": list(activations.RECOMPUTE),
             "ACTIVATION_STYLES": list(activations.ACTIVATION_STYLES), "METHODS": list(training.METHODS),
-            "LORA_TARGETS": list(training.LORA_TARGETS), "TRAINING_PRECISIONS": list(training.TRAINING_PRECISIONS), "MLP_MODULES": list(models.MLP_MODULES),
+            "LORA_TARGETS": list(training.LORA_TARGETS), "TRAINING_PRECISIONS": list(training.TRAINING_PRECISIONS), "FP32_BYTES": precision.FP32_BYTES, "MLP_MODULES": list(models.MLP_MODULES),
             "WEIGHT_KINDS": list(precision.WEIGHT_KINDS), "HF_FAMILIES": list(activations.HF_FAMILIES),
         },
         "ggml_bits": to_json(precision.GGML_BITS),

@@ -7,7 +7,7 @@
   VL.weightsDetail = function (m, dtype) {
     var p = VL.getPrecision(dtype, "weights");
     if (m.spec.nominal_params !== null || (Object.keys(p.keeps).length === 0 && !p.gguf)) {
-      return [["weights", VL.toIntBytes(F.WEIGHTS_BYTES({ N_q: VL.weightParams(m), b_q: p.bits, N_u: 0, b_u: 16 }))]];
+      return [["weights", VL.toIntBytes(F.WEIGHTS_BYTES({ N_q: VL.weightParams(m), b_q: p.bits, N_u: 0, b_u: 0 }))]];
     }
     var groups = VL.paramGroups(m).filter(function (g) { return g[1]; });
     var kept = groups.filter(function (g) { return Object.prototype.hasOwnProperty.call(p.keeps, g[0]); });
@@ -15,11 +15,11 @@
     var nQ = VL.sum(quant.map(function (g) { return g[1]; })), nU = VL.sum(kept.map(function (g) { return g[1]; }));
     var bits = function (g) { return g[1] * VL.tensorBits(p, g[0], m); };
     var bQ = nQ ? VL.sum(quant.map(bits)) / nQ : 1;
-    var bU = nU ? VL.sum(kept.map(bits)) / nU : 16;
+    var bU = nU ? VL.sum(kept.map(bits)) / nU : 0;  /* no unquantized tensors: b_u multiplies 0 */
     var total = VL.toIntBytes(F.WEIGHTS_BYTES({ N_q: nQ, b_q: bQ, N_u: nU, b_u: bU }));
     var unq = VL.toIntBytes(F.WEIGHTS_BYTES({ N_q: 0, b_q: 1, N_u: nU, b_u: bU }));
     if (p.gguf) { return [["weights", total - unq], ["unquantized tensors", unq]]; }
-    var raw = VL.toIntBytes(F.WEIGHTS_BYTES({ N_q: nQ, b_q: p.bits_floor, N_u: 0, b_u: 16 }));
+    var raw = VL.toIntBytes(F.WEIGHTS_BYTES({ N_q: nQ, b_q: p.bits_floor, N_u: 0, b_u: 0 }));
     return [["weights", raw], ["quantization constants", total - raw - unq], ["unquantized tensors", unq]];
   };
 

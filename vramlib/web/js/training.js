@@ -104,7 +104,7 @@
     }
     var ba = activationDtypeBytes(o.dtype === undefined ? "bf16" : o.dtype);
     if (m.hf.error) { throw new VL.VramlibError(m.hf.error); }
-    Object.assign(values, m.hf, { b_a: ba, z_32: ba === 4 ? 1 : 0 });
+    Object.assign(values, m.hf, { b_a: ba, z_32: ba === C.FP32_BYTES ? 1 : 0 });
     var expr = (scope === "layer" ? A.HF_LAYER : A.HF_MODEL)[attention + "|" + recompute];
     return VL.toIntBytes(expr(values));
   };
@@ -128,11 +128,11 @@
     VL.checkChoice("attention", o.attention, C.ATTENTION);
     VL.checkChoice("recompute", o.recompute, C.RECOMPUTE);
     var half = prec.name !== "fp32";
-    var bW = half ? conv.weight : 4, bG = half ? conv.grad : 4, bM = half ? conv.master : 0;
+    var bW = half ? conv.weight : C.FP32_BYTES, bG = half ? conv.grad : C.FP32_BYTES, bM = half ? conv.master : 0;
     var parts = [], nT, opt;
     if (method === "full") {
       nT = VL.weightParams(m);
-      parts.push(["weights", VL.toIntBytes(F.WEIGHTS_BYTES({ N_q: nT, b_q: 8 * bW, N_u: 0, b_u: 16 }))]);
+      parts.push(["weights", VL.toIntBytes(F.MODEL_STATES_BYTES({ N_t: nT, b_w: bW, b_g: 0, b_m: 0, b_o: 0 }))]);
       opt = VL.optimizerStateBytes(m, o.optimizer);
     } else {
       var base = o.base_weights || (method === "qlora" ? "nf4-dq" : prec.name);
@@ -140,7 +140,7 @@
         parts.push([p[0] !== "weights" ? p[0] : "base weights (" + base + ")", p[1]]);
       });
       nT = VL.loraParams(m, o.lora_rank, o.lora_targets);
-      parts.push(["LoRA adapters", VL.toIntBytes(F.WEIGHTS_BYTES({ N_q: nT, b_q: 8 * bW, N_u: 0, b_u: 16 }))]);
+      parts.push(["LoRA adapters", VL.toIntBytes(F.MODEL_STATES_BYTES({ N_t: nT, b_w: bW, b_g: 0, b_m: 0, b_o: 0 }))]);
       opt = VL.optimizerStateBytes(m, o.optimizer, null, o.lora_rank, o.lora_targets);
     }
     parts.push(["gradients", VL.int(F.MODEL_STATES_BYTES({ N_t: nT, b_w: 0, b_g: bG, b_m: 0, b_o: 0 }))]);
