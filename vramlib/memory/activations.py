@@ -90,7 +90,7 @@ from ..core.errors import InvalidValueError, check_choice, check_positive_int, c
 from ..catalog.models import ModelSpec, get_model
 from ..catalog.precision import FP32_BYTES, get_precision
 from ..core.symbols import E, L, V, b, b_a, d, f, h, n_h, n_kv, n_norm, s
-from .signatures import arg, keywords_through, signature
+from ..core.signatures import arg, keywords_through, signature
 
 ACTIVATION_STYLES = ("hf", "megatron")
 RECOMPUTE = ("none", "selective", "full")

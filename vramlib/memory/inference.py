@@ -16,7 +16,7 @@ from ..catalog.models import ModelSpec, get_model
 from ..catalog.precision import get_precision, kv_bytes_per_element, tensor_bits
 from ..core.symbols import S_shard, n_gpu, n_kv
 from ..core.units import parse_memory
-from .signatures import arg, keywords_through, signature
+from ..core.signatures import arg, keywords_through, signature
 
 ATTENTION = ("eager", "sdpa", "flash")
 

@@ -31,7 +31,8 @@ from ..catalog.models import MLP_MODULES, ModelSpec, get_model
 from ..catalog.precision import FP32_BYTES, get_precision
 from ..core.symbols import d, f, h, n_h, n_kv
 from ..core.units import parse_memory
-from .signatures import arg, field_args, keywords_through, signature
+from ..core.settings import Settings, settings_class
+from ..core.signatures import arg, field_args, keywords_through, signature
 
 METHODS = ("full", "lora", "qlora")
 
@@ -221,8 +222,9 @@ def optimizer_state_bytes(model: ModelSpec | str, optimizer: str = "adamw", trai
     return F.to_int_bytes(opt.bytes_per_param * (n - small) + opt.small_tensor_bytes * small)
 
 
+@settings_class
 @dataclass(frozen=True)
-class Workload:
+class Workload(Settings):
     """What one training step computes, apart from how it is laid out over GPUs (chapters 2, 3, 4, 9, 10, 15).
 
     ``method``: full | lora | qlora. ``seq``: tokens per sequence. ``precision``: compute dtype (bf16, fp16, fp32).
@@ -292,13 +294,7 @@ class Workload:
         compute precision (lora)."""
         return self.base_weights or ("nf4-dq" if self.method == "qlora" else self.dtype)
 
-    def with_(self, **changes) -> "Workload":
-        """A copy with some fields changed (validated); unknown fields raise with close matches."""
-        check_keywords("Workload", changes, WORKLOAD_FIELDS)
-        return replace(self, **changes)
 
-
-Workload.__init__ = checked_call(Workload.__init__)  # unknown fields (seqq=1) -> one line, close matches
 WORKLOAD_FIELDS = tuple(x.name for x in fields(Workload))
 
 

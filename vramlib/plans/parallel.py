@@ -84,7 +84,8 @@ from ..catalog.models import SOURCE_SHAPES, ModelSpec, get_model
 from ..catalog.precision import get_precision
 from ..core.symbols import E, P, V, b_g, b_m, b_o, b_w, beta_mlp, beta_norm, beta_o, beta_qkv, d, f, h, n_h, n_kv, \
     n_mlp, tied
-from ..memory.signatures import arg, field_args, keywords_through, signature, split_settings
+from ..core.settings import Settings, settings_class
+from ..core.signatures import arg, field_args, keywords_through, signature, split_settings
 from ..memory.training import CONVENTIONS, TRAINING_PRECISIONS, Workload, as_workload, check_lora_settings, lora_params, \
     optimizer_state_bytes, resolve_activation_style
 from ..memory.sharding import (  # noqa: F401 (VL.parallel.MODULE_PARAMS*, vl.parallel.largest_module_params)
@@ -198,8 +199,9 @@ ZERO_STAGES = (0, 1, 2, 3)
 
 
 # --- the plan --------------------------------------------------------------------------------------------
+@settings_class
 @dataclass(frozen=True)
-class ParallelPlan:
+class ParallelPlan(Settings):
     """How a training step is laid out over ``tp x pp x dp`` GPUs (chapters 3, 4, 11, 12).
 
     ``zero``: ZeRO stage 0-3 over the data-parallel group. ``ep``: expert-parallel size (from the DP group).
@@ -285,16 +287,7 @@ class ParallelPlan:
             parts.append(f"params->{self.offload_params}")
         return " ".join(parts)
 
-    def with_(self, **changes) -> "ParallelPlan":
-        """A copy with some fields changed (validated)."""
-        known = {x.name for x in fields(self)}
-        for k in changes:
-            if k not in known:
-                raise UnknownNameError("ParallelPlan field", k, known)
-        return replace(self, **changes)
 
-
-ParallelPlan.__init__ = checked_call(ParallelPlan.__init__)  # unknown fields (tpp=3) -> one line, close matches
 PLAN_FIELDS = tuple(x.name for x in fields(ParallelPlan))
 
 
@@ -548,8 +541,9 @@ def _stage_activations(spec: ModelSpec, plan: ParallelPlan, seq: int, layers: tu
 
 
 # --- the main function -------------------------------------------------------------------------------------
+@settings_class
 @dataclass(frozen=True)
-class PlanOptions:
+class PlanOptions(Settings):
     """The finer knobs of a plan's memory (chapters 3, 4, 11, 12): communication ``buckets`` (auto | ddp | deepspeed
     | hf-rule | none, see the module doc) and ``overlap_comm``; ``gather_buffer`` (None = the convention's: deepspeed
     4 B x the largest module on the rank; True = 4 B; False = none); ``stage_layers`` (layers per pipeline stage,
@@ -570,7 +564,6 @@ class PlanOptions:
             raise InvalidValueError("gather_buffer", self.gather_buffer, "must be None (the convention's), True or False")
 
 
-PlanOptions.__init__ = checked_call(PlanOptions.__init__)
 
 
 @dataclass(frozen=True)

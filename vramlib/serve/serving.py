@@ -50,7 +50,7 @@ from ..memory.breakdown import Breakdown
 from ..core.errors import InvalidValueError, as_sequence, check_choice, check_number, check_positive_int
 from ..core.api import public_api
 from ..solve.feasibility import largest_fitting, max_tokens
-from ..solve.settings import Settings, param_names, settings_class
+from ..core.settings import Settings, param_names, settings_class
 from ..catalog.hardware import GPU, get_gpu
 from ..memory import inference as _tp_rule
 from ..memory.inference import kv_bytes_per_token, kv_heads_per_gpu, weights_bytes

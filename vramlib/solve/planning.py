@@ -57,7 +57,7 @@ from ..memory.breakdown import Breakdown
 from ..core.errors import InvalidValueError, UnknownNameError, as_sequence, check_choice, check_fraction, check_number, \
     check_positive_int, checked_call
 from .feasibility import largest_fitting, min_gpus
-from .settings import Settings, settings_class
+from ..core.settings import Settings, settings_class
 from ..catalog.hardware import GPU, capacity_bytes, get_gpu
 from ..memory.inference import DEFAULT_RESERVE
 from ..catalog.models import ModelSpec, get_model

@@ -1,6 +1,6 @@
-"""Settings objects: the frozen dataclasses that stand for a long argument list (issue 11), e.g.
-:class:`vramlib.solve.planning.PlanSpace` (the plan search) and :class:`vramlib.serve.serving.ServingConfig`
-(vLLM's start-up). Each subclass validates its fields in ``__post_init__`` with the one-line checks of
+"""Settings objects: the frozen dataclasses that stand for a long argument list (issue 11) -- ``ParallelPlan`` and
+``PlanOptions`` (plans.parallel), ``Workload`` (memory.training), ``PlanSpace`` (solve.planning), ``ServingConfig``
+and ``Efficiency`` (serve.serving). Each subclass validates its fields in ``__post_init__`` with the one-line checks of
 :mod:`vramlib.core.errors`; this module owns what they share: building one from a function's ``settings=`` object
 and keywords (unknown keywords are one line with close matches) and ``with_``.
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from ..core.errors import InvalidValueError, check_keywords, checked_call
+from .errors import InvalidValueError, check_keywords, checked_call
 
 
 @dataclasses.dataclass(frozen=True)
