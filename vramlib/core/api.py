@@ -64,7 +64,7 @@ def _check_annotated(field: str, value: object, atoms: set[str]) -> object:
 
 def public_api(fn):
     """Wrap a public function so that no call reaches a Python traceback through its arguments' shape or types:
-    unknown keywords and wrong arity are one-line errors with close matches (as :func:`checked_call`), and every
+    unknown keywords and wrong arity are one-line errors with close matches (as :func:`vramlib.core.errors.checked_call`), and every
     argument whose annotation is a union of simple types (``int``, ``float``, ``bool``, ``str``, ``None``,
     ``ModelSpec``, ``GPU`` ...) is checked against it (no strings where numbers belong, no NaN or infinity, no
     ``"false"`` for a flag). Ranges stay the function's own business; a function marked ``validates_itself = True``

@@ -196,7 +196,7 @@ def evaluate(expr: sp.Expr, **values) -> int | Fraction:
     """Evaluate ``expr`` with symbol values by name (ints or Fractions in, exact result out).
 
     Example: ``evaluate(KV_CACHE_BYTES, L=40, n_kv=40, d_head=128, b_kv=2, T=1, B=1) == 819200``.
-    All-int inputs to an integer-closed expression take :func:`compile_int` (same value and type, ~10x faster).
+    All-int inputs to an integer-closed expression take ``compile_int`` (same value and type, ~10x faster).
     """
     global EVALUATIONS
     EVALUATIONS += 1

@@ -759,7 +759,7 @@ def plan_memory(model: ModelSpec | str, plan: ParallelPlan | None = None, *, wor
     """Per-GPU (and host) memory of every pipeline stage of a training plan. Chapters 3, 4, 9, 11, 12.
 
     ``plan`` or plan fields as keywords (``plan_memory(m, tp=8, pp=4, dp=1, zero=1, recompute="selective")``);
-    ``workload`` (a :class:`vramlib.Workload`) or its fields as keywords (``seq``, ``method``, ``precision`` ...;
+    ``workload`` (a :class:`vramlib.memory.training.Workload`) or its fields as keywords (``seq``, ``method``, ``precision`` ...;
     given with a workload they override its fields); the :class:`PlanOptions` fields as keywords.
     ``activation_style``: "auto" (the default here) = "hf" (measured transformers tensors; tp = pp = 1) when the
     family is modelled, else "megatron" (Korthikanti et al. 2022, with TP/SP/PP). ``method``: full | lora | qlora

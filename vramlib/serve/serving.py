@@ -677,7 +677,7 @@ class Efficiency(Settings):
     """How close to the roofline the engine runs (chapter 6): ``mfu`` (share of the dense tensor FLOP/s the
     matmuls reach, in (0, 1]), ``mbu`` (share of the memory bandwidth, in (0, 1]) and ``tp_overhead`` (the share
     sigma of a step that tensor parallelism does not shrink, in [0, 1)). Used by :func:`roofline`,
-    :func:`crossover_batch` and :func:`decode_curve` (their ``mfu=``, ``mbu=``, ``tp_overhead=`` keywords, or
+    ``crossover_batch`` and :func:`decode_curve` (their ``mfu=``, ``mbu=``, ``tp_overhead=`` keywords, or
     ``efficiency=Efficiency(...)``)."""
 
     mfu: float = 0.5

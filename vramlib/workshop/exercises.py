@@ -170,13 +170,13 @@ def keys(chapter: str | None = None) -> list[str]:
 
 
 def _table(rows, caption: str = ""):
-    from ..present.viz import Table
+    from ..core.table import Table
 
     return Table(rows, caption=caption)
 
 
 def list_exercises(chapter: str | None = None):
-    """A :class:`vramlib.present.viz.Table` of the exercises: key, question, unit, tolerance."""
+    """A :class:`vramlib.core.table.Table` of the exercises: key, question, unit, tolerance."""
     ks = keys(chapter)
     if not ks:
         raise UnknownNameError("chapter", chapter, sorted({k.rpartition("-")[0] for k in keys()}))
@@ -186,7 +186,7 @@ def list_exercises(chapter: str | None = None):
 
 def check_all(answers: Mapping[str, float], rel_tol: float | None = None, *, who: str | None = None,
               record: bool | str | Path | None = None):
-    """Check several answers at once; a :class:`vramlib.present.viz.Table` (exercise, your answer, unit, result, hint)
+    """Check several answers at once; a :class:`vramlib.core.table.Table` (exercise, your answer, unit, result, hint)
     whose caption counts the right ones; ``.results`` holds the :class:`Result` objects. Unknown keys raise
     before anything is checked or recorded."""
     if not isinstance(answers, Mapping) or not answers:
@@ -227,7 +227,7 @@ def read_log(paths: str | Path | Iterable[str | Path]) -> list[dict]:
 
 def summarize(paths: str | Path | Iterable[str | Path]):
     """Who solved what, from JSONL logs: one row per participant (solved, tried, the keys solved and the keys
-    tried but not yet solved), most solved first; a :class:`vramlib.present.viz.Table`."""
+    tried but not yet solved), most solved first; a :class:`vramlib.core.table.Table`."""
     records = read_log(paths)
     people: dict[str, dict] = {}
     for rec in records:
