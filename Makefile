@@ -51,6 +51,7 @@ bench: $(VENV)/.deps
 	$(BIN)/python tools/bench.py
 	$(BIN)/python tools/bench_plan.py
 	$(BIN)/python tools/bench_panels.py
+	$(BIN)/python tools/bench_compare.py
 
 clean:
 	rm -rf _build
