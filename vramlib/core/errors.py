@@ -63,6 +63,8 @@ class ConfigError(VramlibError):
 
 def check_positive_int(field: str, value: object, *, allow_zero: bool = False) -> int:
     """Return ``value`` as an int, or raise naming ``field``; rejects bools, floats with fractions and strings."""
+    if type(value) is int and (value > 0 or allow_zero and value == 0):  # the common case, no further checks
+        return value
     return check_number(field, value, minimum=0 if allow_zero else 1, integer=True,
                         allowed="must be a " + ("non-negative" if allow_zero else "positive") + " integer")
 

@@ -23,6 +23,10 @@ _UNITS = {
 _PATTERN = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*$")
 
 
+_PARSED: dict[str, int] = {}
+"""Sizes already read (``"0.5GB"`` -> 500000000): the same text always means the same bytes."""
+
+
 def parse_memory(value: int | str, field: str = "memory") -> int:
     """Return bytes for an int of bytes or a string like ``"24GiB"``, ``"80 GB"``, ``"0.5GB"``, ``"512 MiB"``.
 
@@ -41,9 +45,15 @@ def parse_memory(value: int | str, field: str = "memory") -> int:
     if isinstance(value, float) and value.is_integer() and value >= 0:
         return int(value)
     if isinstance(value, str):
+        known = _PARSED.get(value)
+        if known is not None:
+            return known
         m = _PATTERN.match(value)
         if m and m.group(2).lower() in _UNITS:
-            return int(Fraction(m.group(1)) * _UNITS[m.group(2).lower()])
+            n = int(Fraction(m.group(1)) * _UNITS[m.group(2).lower()])
+            if len(_PARSED) < 4096:
+                _PARSED[value] = n
+            return n
         if m and not m.group(2) and Fraction(m.group(1)) == 0:
             return 0
         if m and not m.group(2):  # "24": bytes to the library, GB to a person; say which it could mean
