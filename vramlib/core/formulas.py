@@ -184,12 +184,18 @@ def argument_names(expr: sp.Expr) -> tuple[str, ...]:
 
 @lru_cache(maxsize=None)
 def compile_int(expr: sp.Expr) -> tuple[Callable, bool] | None:
-    """For an integer-closed ``expr``: ``(function of ints, returns int)``, the fast path of :func:`evaluate`
-    (Python ints instead of Fractions, the same exact value); None otherwise."""
-    if not _int_closed(expr):
-        return None
+    """The fast path of :func:`evaluate` for all-int inputs: ``(function of ints, returns int)`` for an
+    integer-closed ``expr`` (Python ints instead of Fractions, the same exact value), or for a ratio of two
+    integer-closed parts (``sp.together``, never cancelled: the same zero divisions) one exact division at the end;
+    None otherwise."""
     args = tuple(sorted(expr.free_symbols, key=lambda s: s.name))
-    return lambdify(args, expr, modules=[{"math": math}, "math"]), _int_typed(expr)
+    if _int_closed(expr):
+        return lambdify(args, expr, modules=[{"math": math}, "math"]), _int_typed(expr)
+    num, den = sp.fraction(sp.together(expr))  # a ratio of integer-closed parts: ints, then one exact division
+    if den == 1 or not (_int_closed(num) and _int_closed(den)) or not den.free_symbols <= expr.free_symbols:
+        return None
+    pair = lambdify(args, (num, den), modules=[{"math": math}, "math"])
+    return (lambda *a: Fraction(*pair(*a))), False
 
 
 def evaluate(expr: sp.Expr, **values) -> int | Fraction:

@@ -53,7 +53,7 @@ from ..solve.feasibility import largest_fitting, max_tokens
 from ..core.settings import Settings, param_names, settings_class
 from ..catalog.hardware import GPU, get_gpu
 from ..memory import inference as _tp_rule
-from ..memory.inference import kv_bytes_per_token, kv_heads_per_gpu, weights_bytes
+from ..memory.inference import DEFAULT_RESERVE, kv_bytes_per_token, kv_heads_per_gpu, weights_bytes
 from ..catalog.models import ModelSpec, get_model
 from ..catalog.precision import get_precision, kv_bytes_per_element
 from ..core.symbols import B, L, M, T, V, W, b_kv, d, e_att, f, n_kv
@@ -795,7 +795,7 @@ def _fmt_ctx(n: int) -> str:
 
 
 def fit_map(models: Sequence[str], gpus: Sequence[str | tuple[str, int]], precisions: Sequence[str],
-            kv_dtype: str = "fp16", engine: str = "kv-only", reserve: int | str = "0.5GB",
+            kv_dtype: str = "fp16", engine: str = "kv-only", reserve: int | str = DEFAULT_RESERVE,
             **serving_kw) -> list[dict]:
     """Verdicts for every GPU (or ``(gpu, count)``) x model x weight format: does it fit, and the longest context.
 
