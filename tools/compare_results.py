@@ -1,0 +1,62 @@
+"""Same numbers as an earlier commit? Run one fixed battery of public calls (the whole fit map, training, inference,
+longest context, parallel plans, and the error messages) in this tree and in REV, and compare the JSON byte for
+byte. For refactors that must not change a number (issue 11 used it against the pre-layer commit).
+Usage: python tools/compare_results.py [REV]   (default: bench_compare.BASELINE); exit 1 on any difference.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+from bench_compare import BASELINE  # noqa: E402
+
+BATTERY = r'''
+import json, sys, vramlib as vl
+out = []
+models = vl.model_names(); gpus = [g.key for g in vl.list_gpus()]; precs = vl.precision_names()
+out.append(vl.fit_map(models, gpus, precs))
+for mn in models:
+    m = vl.get_model(mn)
+    for args in [dict(seq=2048), dict(seq=4096, micro_batch=2, precision="fp32"), dict(method="lora", seq=1024), dict(method="qlora", seq=8192, recompute="full")]:
+        try: out.append(dict(vl.training_memory(m, **args)))
+        except vl.VramlibError as e: out.append(str(e))
+    for p in precs:
+        try: out.append(dict(vl.inference_memory(m, p, tokens=3000, batch=3)))
+        except vl.VramlibError as e: out.append(str(e))
+        try: out.append(vl.max_tokens(m, "rtx-4090", p, attention="sdpa"))
+        except vl.VramlibError as e: out.append(str(e))
+    for kw in [dict(tp=2, pp=2, dp=2, zero=1), dict(dp=8, zero=3), dict(tp=4, pp=1, dp=2, zero=2, recompute="selective")]:
+        try: pm = vl.plan_memory(m, **kw); out.append([dict(s) for s in pm.stages])
+        except vl.VramlibError as e: out.append(str(e))
+json.dump(out, open(sys.argv[1], "w"), default=str, sort_keys=True)
+print(len(out))
+'''
+
+
+def run(tree: Path, out: Path) -> None:
+    r = subprocess.run([sys.executable, "-c", BATTERY, str(out)], cwd=tree, capture_output=True, text=True,
+                       env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"})
+    if r.returncode:
+        raise SystemExit(f"battery failed in {tree}: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
+
+
+def main(rev: str = BASELINE) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        old = Path(tmp) / "old"
+        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(old), rev], cwd=ROOT, check=True)
+        try:
+            run(old, Path(tmp) / "old.json")
+            run(ROOT, Path(tmp) / "new.json")
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT, check=True)
+        a, b = (Path(tmp) / "old.json").read_bytes(), (Path(tmp) / "new.json").read_bytes()
+    print(f"{len(a):,} bytes of results from {rev}, {len(b):,} from this tree: " + ("identical" if a == b else "DIFFERENT"))
+    return 0 if a == b else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:2]))
