@@ -153,3 +153,19 @@ def test_parallel_twins_are_gone():
         text = strip_js((JS_DIR / f).read_text())
         assert "500000000" not in text and "50000000" not in text, f
     assert "FT.planMemory" not in (JS_DIR / "finetune.js").read_text()
+
+
+def test_every_generated_function_the_js_names_exists():
+    """``VL.<module>.<NAME>`` (or an alias ``var P = VL.parallel`` then ``P.NAME``) in the hand-written JS must be an
+    expression jsgen prints: a name Python dropped or renamed fails here, not as an undefined in the browser."""
+    from vramlib.web.jsgen import collect_expressions
+
+    exprs = collect_expressions()
+    missing = []
+    for path in sorted(JS_DIR.glob("*.js")):
+        src = strip_js(path.read_text())
+        aliases = {a: m for a, m in re.findall(r"\b([A-Za-z_]\w*)\s*=\s*VL\.([a-z_]+)\b(?!\.)", src) if m in exprs}
+        refs = [(m, n) for m, n in re.findall(r"\bVL\.([a-z_]+)\.([A-Z][A-Z0-9_]*)\b", src) if m in exprs]
+        refs += [(aliases[a], n) for a, n in re.findall(r"\b([A-Za-z_]\w*)\.([A-Z][A-Z0-9_]*)\b", src) if a in aliases]
+        missing += [f"{path.name}: VL.{m}.{n}" for m, n in refs if n not in exprs[m]]
+    assert not missing, "JS names generated functions that do not exist: " + ", ".join(sorted(set(missing)))

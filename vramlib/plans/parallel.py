@@ -192,6 +192,15 @@ DEEPSPEED_PREFETCH_BUCKET = 50_000_000
 DDP_BUCKET_CAP_MB = 25
 """PyTorch DDP ``bucket_cap_mb`` default: 25 MiB per bucket (``int(bucket_cap_mb * 1024 * 1024)`` bytes)."""
 
+z_ov = sp.Symbol("z_ov", **_ind)                         # 1 with overlap_comm (DeepSpeed doubles its buffers)
+BUCKET_BYTES: dict[str, sp.Expr] = {
+    "hf-rule": 2 * (DEEPSPEED_REDUCE_BUCKET + DEEPSPEED_ALLGATHER_BUCKET) * (1 + sp.Rational(7, 2) * z_ov),
+    "deepspeed": 2 * DEEPSPEED_REDUCE_BUCKET * (1 + z_ov),
+    "deepspeed-zero3": sp.Integer(2 * (DEEPSPEED_REDUCE_BUCKET + DEEPSPEED_PREFETCH_BUCKET)),
+}
+"""Communication-bucket bytes per rule (``_buckets``): the HF estimate (x 4.5 with overlap_comm), DeepSpeed ZeRO-1/2
+(reduce buckets, doubled with overlap_comm) and ZeRO-3 (reduce + prefetch buckets). Chapters 3, 4, 9."""
+
 BUCKETS = ("auto", "ddp", "deepspeed", "hf-rule", "none")
 OFFLOAD = ("none", "cpu", "nvme")
 SCHEDULES = ("1f1b", "gpipe")
@@ -518,11 +527,8 @@ def _buckets(rule: str, zero: int, tp: int, pp: int, grad_bytes: Fraction, overl
         return rule, 0
     if rule == "ddp":
         return rule, F.to_int_bytes(grad_bytes)
-    if rule == "hf-rule":
-        return rule, 2 * (DEEPSPEED_REDUCE_BUCKET + DEEPSPEED_ALLGATHER_BUCKET) * (Fraction(9, 2) if overlap_comm else 1)
-    if zero == 3:
-        return rule, 2 * (DEEPSPEED_REDUCE_BUCKET + DEEPSPEED_PREFETCH_BUCKET)
-    return rule, 2 * DEEPSPEED_REDUCE_BUCKET * (2 if overlap_comm else 1)
+    key = rule if rule == "hf-rule" or zero != 3 else "deepspeed-zero3"
+    return rule, int(BUCKET_BYTES[key].subs(z_ov, int(overlap_comm)))
 
 
 def _stage_activations(spec: ModelSpec, plan: ParallelPlan, seq: int, layers: tuple[int, ...], style: str,

@@ -261,12 +261,16 @@ def conv_bytes_table() -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
 
 
 def _module_constants(module: str, names: tuple[str, ...]) -> dict[str, Any]:
-    """Plain constants of a vramlib module that its calculator's JS needs (absent names are left out)."""
+    """Plain constants of a vramlib module that its calculator's JS needs (a missing name is an error: the page would
+    otherwise read undefined)."""
     try:
         mod = _module(module)
     except (ImportError, KeyError):
         raise ValueError(f"jsgen: no vramlib module {module!r} to export constants from") from None
-    return {n.lstrip("_"): to_json(getattr(mod, n)) for n in names if hasattr(mod, n)}
+    missing = [n for n in names if not hasattr(mod, n)]
+    if missing:
+        raise ValueError(f"jsgen: {module} has no {', '.join(missing)} to export")
+    return {n.lstrip("_"): to_json(getattr(mod, n)) for n in names}
 
 
 def js_sources() -> list[Path]:
