@@ -5,10 +5,13 @@ One source of truth: every module-level sympy expression of vramlib (``formulas.
 use) is printed to JavaScript with sympy's JavaScript code printer into ``VL.<module>.<NAME>``,
 a function of an object of symbol values -- the browser twin of ``formulas.evaluate``. The
 catalogues (GPUs, precisions, models, optimizers, conventions) are exported as JSON from the same
-Python objects. The orchestration that the panels' compute functions do in Python (which
-expressions a breakdown sums) is small hand-written JS in ``vramlib/web/js/*.js`` that calls only these
-generated functions and mirrors the Python structure; ``tests/browser/test_calculators.py`` proves in
-a real browser that every calculator equals its Python compute function.
+Python objects, and so are the constants and defaults the calculators need (``VL.data``: ZeRO flags, bucket
+sizes, colours, the mirrored functions' defaults read from their signatures). The orchestration that the panels'
+compute functions do in Python (which expressions a breakdown sums) is hand-written JS in ``vramlib/web/js/*.js``
+that calls only these generated functions and data; ``tests/test_js_literals.py`` refuses a number Python owns
+there, ``tests/browser/test_calculators.py`` proves in a real browser that every calculator equals its Python
+compute function. (The plan model, the pipeline balancer and the bookshelf drawing are still mirrored algorithms:
+issue 11 continues.)
 
 ``python -m vramlib.web.jsgen OUTDIR`` writes ``vramlib-calc.js``, ``vramlib-calc.css`` and
 ``vramlib-catalogue.json``; the book's Sphinx extension (:mod:`vramlib.web.sphinxext`) does it at build time.
