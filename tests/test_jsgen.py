@@ -15,6 +15,7 @@ import sympy as sp
 
 from vramlib import formulas as F
 from vramlib import jsgen
+from vramlib.present import jsdata
 from vramlib.catalog.models import catalogue, get_model
 
 
@@ -64,8 +65,8 @@ def test_catalogues_come_from_vramlib():
 @pytest.mark.parametrize("key", ["llama-2-13b", "source-13b", "mixtral-8x7b", "phi-3-mini", "falcon-7b"])
 def test_model_round_trip(key):
     m = get_model(key)
-    j = jsgen.to_js_value(m)
-    assert jsgen.from_js_value(json.loads(json.dumps(j))) == m
+    j = jsdata.to_js_value(m)
+    assert jsdata.from_js_value(json.loads(json.dumps(j))) == m
     assert j["symbols"] == m.symbols()
     assert set(j["gguf"]) >= {"q4_k_m", "q8_0"}
 
@@ -74,7 +75,7 @@ def test_gguf_table_depends_on_gqa_only_where_vramlib_does():
     from vramlib.catalog.precision import get_precision, tensor_bits
 
     m = get_model("llama-2-13b")
-    t = jsgen.gguf_table(m)
+    t = jsdata.gguf_table(m)
     assert isinstance(t["q2_k"]["attn_v"], dict)  # q2_k upgrades attn_v when gqa >= 4
     assert t["q2_k"]["attn_v"]["8"] == float(tensor_bits(get_precision("q2_k"), "attn_v", m.n_layers, 8))
     assert isinstance(t["q4_k_m"]["mlp_down"], float)
@@ -100,7 +101,7 @@ def test_panel_bundle_has_widget_and_static_views():
     specs = json.loads(html.unescape(attrs["controls"]))
     assert [s["name"] for s in specs] == ["n_heads", "n_kv_heads", "weights", "kv_dtype", "tokens", "batch",
                                           "attention", "gpu"]
-    assert jsgen.from_js_value(json.loads(html.unescape(attrs["fixed"]))["model"]) == get_model("llama-2-13b")
+    assert jsdata.from_js_value(json.loads(html.unescape(attrs["fixed"]))["model"]) == get_model("llama-2-13b")
     assert view == inference_panel("llama-2-13b", gpu="rtx-4090", weights="int4")._repr_mimebundle_()["text/html"]
 
 
@@ -164,7 +165,7 @@ def test_generated_js_equals_vramlib_in_node(tmp_path, calc, model):
     js_file.write_text(jsgen.build_js())
     runner = tmp_path / "run.js"
     runner.write_text(RUNNER)
-    fixed = {k: jsgen.to_js_value(v) for k, v in seen["fixed"].items()}
+    fixed = {k: jsdata.to_js_value(v) for k, v in seen["fixed"].items()}
     rng = random.Random(7)
     qs = [{"calc": calc, "fixed": fixed, "values": cases.random_values(seen["specs"], fixed, rng)} for _ in range(30)]
     out = subprocess.run([NODE, str(runner), str(js_file)], input=json.dumps(qs), capture_output=True, text=True,

@@ -16,7 +16,7 @@ import random
 import re
 from typing import Any
 
-from vramlib import jsgen
+from vramlib.present import jsdata
 from vramlib.core.errors import VramlibError
 
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
@@ -73,7 +73,7 @@ def random_values(specs: list[dict], fixed: dict[str, Any], rng: random.Random) 
 def python_result(calc: str, fixed_json: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
     """What vramlib computes for these inputs: parts, capacity, verdict, title -- or the error message."""
     compute = calculators()[calc]
-    fixed = {k: jsgen.from_js_value(v) for k, v in fixed_json.items()}
+    fixed = {k: jsdata.from_js_value(v) for k, v in fixed_json.items()}
     try:
         result = compute(**fixed, **values)
     except VramlibError as e:

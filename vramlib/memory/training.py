@@ -16,7 +16,7 @@ Used in: chapters 2, 3, 4, 9, 10, 14, 15.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from fractions import Fraction
 
 from ..core import formulas as F
@@ -24,7 +24,7 @@ from .activations import ACTIVATION_STYLES, HF_FAMILIES, RECOMPUTE, activation_b
 from .breakdown import Breakdown
 import sympy as sp
 
-from ..core.errors import InvalidValueError, UnknownNameError, check_choice, check_keywords, check_number, \
+from ..core.errors import InvalidValueError, UnknownNameError, check_choice, check_number, \
     check_positive_int, checked_call
 from .inference import ATTENTION, DEFAULT_RESERVE, weights_detail
 from ..catalog.models import MLP_MODULES, ModelSpec, get_model

@@ -76,14 +76,12 @@ import sympy as sp
 from ..memory import activations as A
 from ..core import formulas as F
 from ..memory.breakdown import Breakdown
-from ..core.errors import InvalidValueError, UnknownNameError, check_choice, check_keywords, check_number, \
+from ..core.errors import InvalidValueError, check_choice, check_keywords, check_number, \
     check_positive_int, checked_call
-from ..memory import inference as _tp_rule
 from ..memory.inference import allowed_tp, kv_heads_per_gpu, weights_detail
 from ..catalog.models import SOURCE_SHAPES, ModelSpec, get_model
 from ..catalog.precision import get_precision
-from ..core.symbols import E, P, V, b_g, b_m, b_o, b_w, beta_mlp, beta_norm, beta_o, beta_qkv, d, f, h, n_h, n_kv, \
-    n_mlp, tied
+from ..core.symbols import E, P, V, b_g, b_m, b_o, b_w, beta_norm, h, n_mlp, tied
 from ..core.settings import Settings, settings_class
 from ..core.signatures import arg, field_args, keywords_through, signature, split_settings
 from ..memory.training import CONVENTIONS, TRAINING_PRECISIONS, Workload, as_workload, check_lora_settings, lora_params, \

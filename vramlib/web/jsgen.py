@@ -19,11 +19,9 @@ Used in: every chapter with a panel (the static HTML book).
 """
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import json
 import keyword
-import pkgutil
 import re
 import sys
 from fractions import Fraction
@@ -34,9 +32,7 @@ from typing import Any
 import sympy as sp
 from sympy.printing.jscode import JavascriptCodePrinter
 
-from ..present.jsdata import (  # noqa: F401 (jsgen.to_json ... as before)
-    _key, _reachable_gqa, from_js_value, gguf_table, model_json, to_js_value, to_json,
-)
+from ..present.jsdata import _key, to_json
 
 JS_DIR = Path(__file__).resolve().parent / "js"
 """Hand-written orchestration (``core.js`` first, then one file per calculator) and the stylesheet."""

@@ -86,7 +86,7 @@ def bookshelf_render(shelves: list[tuple[str, Shelf]] | Exception) -> str:
 
 @lru_cache(maxsize=1)
 def bookshelf_js_data() -> dict:
-    """What ``vramlib/web/js/bookshelf.js`` takes from vramlib, as JSON: every catalogue model (``jsgen.model_json``),
+    """What ``vramlib/web/js/bookshelf.js`` takes from vramlib, as JSON: every catalogue model (``jsdata.model_json``),
     the furniture, print qualities, order and words of :mod:`vramlib.explain.bookshelf`, and the tasks."""
     from ...explain import bookshelf as B
     from ..jsdata import model_json
