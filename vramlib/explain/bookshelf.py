@@ -208,10 +208,6 @@ class Shelf:
         return out
 
 
-def _capacity(capacity) -> int:
-    return capacity_bytes(capacity, field="capacity")
-
-
 def shelf_layout(breakdown: Breakdown, capacity, precision: str | None = None, volumes: int = 12) -> Shelf:
     """Place a Breakdown's components along a shelf of ``capacity`` (bytes, ``"24GiB"`` or a GPU name).
 
@@ -221,7 +217,7 @@ def shelf_layout(breakdown: Breakdown, capacity, precision: str | None = None, v
     """
     if not isinstance(breakdown, Breakdown):
         raise InvalidValueError("breakdown", type(breakdown).__name__, "give a vramlib Breakdown")
-    cap = _capacity(capacity)
+    cap = capacity_bytes(capacity, field="capacity")
     volumes = check_positive_int("volumes", volumes)
     quality = print_quality(precision or guess_precision(breakdown))
     comps = [(name, component_kind(name), v) for name, v in breakdown.items() if v]
@@ -592,7 +588,7 @@ def bookshelf_stack(breakdowns, capacity, titles=None, precisions=None, legend: 
         raise InvalidValueError("breakdowns", bds, "give at least one Breakdown")
     if legend not in ("all", "last", "none"):
         raise InvalidValueError("legend", legend, "one of 'all', 'last', 'none'")
-    cap = _capacity(capacity)
+    cap = capacity_bytes(capacity, field="capacity")
     titles = list(titles) if titles is not None else [None] * len(bds)
     precs = list(precisions) if precisions is not None else [None] * len(bds)
     if len(titles) != len(bds) or len(precs) != len(bds):
@@ -616,7 +612,7 @@ def bookshelf_pair(inference_bd: Breakdown, training_bd: Breakdown, capacity, ti
                    training_precision: str | None = None, volumes: int = 12, width: float = 11):
     """Inference and training of the same model on two shelves of the same GPU, drawn to one scale (one above
     the other, so the lengths compare directly). Returns ``(figure, (inference_ax, training_ax))``."""
-    cap = _capacity(capacity)
+    cap = capacity_bytes(capacity, field="capacity")
     if titles is None:
         titles = tuple(f"{word}. {verdict(shelf_layout(bd, cap, p, volumes))}" for word, bd, p in (
             ("Using the model (inference)", inference_bd, inference_precision),

@@ -166,10 +166,6 @@ def fraction_saved(before: int | float, after: int | float) -> float:
     return 1.0 - ratio(after, before)
 
 
-def _capacity(gpu) -> int:
-    return capacity_bytes(gpu, field="gpu", positive=False)
-
-
 # --- what each design allows on the target GPU ----------------------------------------------------------------
 
 
@@ -228,7 +224,7 @@ def evaluate_design(spec: ModelSpec | str, gpu, context: int, lever: str = "base
                     recompute: str = "none", reserve: int | str = DEFAULT_RESERVE, prefill_chunk: int = 2048) -> Design:
     """Inference and training memory of one design against the target GPU and context."""
     m = get_model(spec)
-    cap = _capacity(gpu)
+    cap = capacity_bytes(gpu, field="gpu", positive=False)
     context = check_positive_int("context", context)
     n_gpus = check_positive_int("n_gpus", n_gpus)
     res = parse_memory(reserve, field="reserve")

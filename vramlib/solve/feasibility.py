@@ -12,14 +12,9 @@ from ..core import formulas as F
 from ..core.errors import InvalidValueError, check_positive_int
 from ..memory.inference import DEFAULT_RESERVE, inference_memory, kv_heads_per_gpu, weights_bytes, weights_detail_tp
 from ..catalog.models import ModelSpec, get_model
+from ..catalog.hardware import capacity_bytes
 from ..catalog.precision import get_precision, kv_bytes_per_element
 from ..core.units import parse_memory
-
-
-def _budget(memory) -> int:
-    from ..memory.breakdown import Breakdown
-
-    return Breakdown({}).capacity(memory)
 
 
 def largest_fitting(fits: Callable[[int], bool], lo: int = 1, hi: int | None = None, limit: int = 2**64,
@@ -48,7 +43,7 @@ def largest_fitting(fits: Callable[[int], bool], lo: int = 1, hi: int | None = N
 def kv_budget_bytes(model: ModelSpec | str, memory: int | str, weights: str = "fp16",
                     reserve: int | str = DEFAULT_RESERVE) -> int:
     """Memory left for the KV cache after weights and reserve (formulas.KV_BUDGET_BYTES); negative if none."""
-    return int(F.evaluate(F.KV_BUDGET_BYTES, M=_budget(memory), W=weights_bytes(get_model(model), weights),
+    return int(F.evaluate(F.KV_BUDGET_BYTES, M=capacity_bytes(memory, positive=False), W=weights_bytes(get_model(model), weights),
                           R=parse_memory(reserve, field="reserve")))
 
 
@@ -63,7 +58,7 @@ def max_tokens(model: ModelSpec | str, memory: int | str = "24GiB", weights: str
     """
     m = get_model(model)
     batch = check_positive_int("batch", batch)
-    cap, res = _budget(memory), parse_memory(reserve, field="reserve")
+    cap, res = capacity_bytes(memory, positive=False), parse_memory(reserve, field="reserve")
     w = weights_bytes(m, weights)
     if attention is None:
         t = F.evaluate(F.MAX_TOKENS_KV_ONLY, M=cap, R=res, W=w, B=batch, L=m.n_layers, n_kv=m.n_kv_heads,
@@ -85,7 +80,7 @@ def max_batch(model: ModelSpec | str, memory: int | str, tokens: int, weights: s
     """
     m = get_model(model)
     tokens = check_positive_int("tokens", tokens)
-    cap, res = _budget(memory), parse_memory(reserve, field="reserve")
+    cap, res = capacity_bytes(memory, positive=False), parse_memory(reserve, field="reserve")
     if attention is None:
         n = F.evaluate(F.MAX_BATCH_KV_ONLY, M=cap, R=res, W=weights_bytes(m, weights), T=tokens, L=m.n_layers,
                        n_kv=m.n_kv_heads, d_head=m.head_dim, b_kv=kv_bytes_per_element(kv_dtype))
@@ -95,7 +90,7 @@ def max_batch(model: ModelSpec | str, memory: int | str, tokens: int, weights: s
 
 def max_params(memory: int | str, weights: str = "int4", reserve: int | str = 0) -> int:
     """Most parameters whose weights alone fit ``memory - reserve`` (chapter 5: 24 GB / 0.5 B = 48B)."""
-    cap, res = _budget(memory), parse_memory(reserve, field="reserve")
+    cap, res = capacity_bytes(memory, positive=False), parse_memory(reserve, field="reserve")
     if res >= cap:
         raise InvalidValueError("reserve", reserve, f"must be below the memory ({cap:,} bytes)")
     return int(F.evaluate(F.MAX_PARAMS, M=cap, R=res, b_q=get_precision(weights, field="weights").bits) // 1)
@@ -103,7 +98,7 @@ def max_params(memory: int | str, weights: str = "int4", reserve: int | str = 0)
 
 def min_gpus(sharded_bytes: int, memory: int | str, replicated_bytes: int | str = 0) -> int:
     """Fewest GPUs when ``sharded_bytes`` split evenly and ``replicated_bytes`` sit on every GPU; 0 if impossible."""
-    cap, rep = _budget(memory), parse_memory(replicated_bytes, field="replicated_bytes")
+    cap, rep = capacity_bytes(memory, positive=False), parse_memory(replicated_bytes, field="replicated_bytes")
     if cap <= rep:
         return 0
     n = F.evaluate(F.MIN_GPUS, S=sharded_bytes, M=cap, R=rep)
@@ -119,7 +114,7 @@ def max_tokens_tp(model: ModelSpec | str, memory: int | str, n_gpus: int, weight
     formulas.MAX_TOKENS_KV_ONLY evaluated per GPU."""
     m = get_model(model)
     kv_heads = kv_heads_per_gpu(m, n_gpus, field="n_gpus")
-    cap, res = _budget(memory), parse_memory(reserve, field="reserve")
+    cap, res = capacity_bytes(memory, positive=False), parse_memory(reserve, field="reserve")
     w = sum(weights_detail_tp(m, weights, n_gpus, field="n_gpus").values())
     t = F.evaluate(F.MAX_TOKENS_KV_ONLY, M=cap, R=res, W=w, B=1, L=m.n_layers, n_kv=kv_heads, d_head=m.head_dim,
                    b_kv=kv_bytes_per_element(kv_dtype))

@@ -229,7 +229,7 @@ def peak_limit(gpu: GPU | str | int, peak_share: float = 0.9) -> int:
     """The source's ceiling for a stage's peak: ``peak_share`` (90%) of the card's memory, in bytes (rounded down),
     the same threshold :func:`balance_verdict` applies. Chapters 11, 12."""
     peak_share = _share("peak_share", peak_share)
-    return int(_capacity(gpu) * Fraction(peak_share).limit_denominator())
+    return int(capacity_bytes(gpu, field="gpu") * Fraction(peak_share).limit_denominator())
 
 
 def _layer_costs(spec: ModelSpec, plan: ParallelPlan, seq: int, convention: str, precision: str, optimizer: str,
@@ -274,7 +274,7 @@ def balance_pipeline(model: ModelSpec | str, plan: ParallelPlan | None = None, s
     if plan.virtual_stages > 1:
         raise InvalidValueError("virtual_stages", plan.virtual_stages,
                                 "the balancer splits contiguous stages (no interleaving)")
-    cap = None if gpu is None else _capacity(gpu)
+    cap = None if gpu is None else capacity_bytes(gpu, field="gpu")
     common = dict(convention=convention, precision=precision, optimizer=optimizer, activation_style="megatron",
                   **kwargs)
     even = plan_memory(spec, plan, seq, **common)
@@ -344,10 +344,6 @@ def _balanced_layers(cost: list, valid) -> tuple[int, ...]:
         bounds.append(z - a)
         z = a
     return tuple(reversed(bounds))
-
-
-def _capacity(gpu, field: str = "gpu") -> int:
-    return capacity_bytes(gpu, field=field)
 
 
 # --- plan search -----------------------------------------------------------------------------------------
@@ -991,7 +987,7 @@ def max_params_model_states(memory, dp: int = 1, stage: int = 0, convention: str
                             model_parallel: int = 1, precision: str = "bf16", optimizer_bytes_per_param=8) -> int:
     """Most parameters whose model states alone fit ``memory`` per GPU with ZeRO ``stage`` over ``dp`` ranks and
     ``model_parallel``-way model parallelism (Rajbhandari et al. 2020, Table 2). Chapters 3, 12."""
-    cap = _capacity(memory, "memory")
+    cap = capacity_bytes(memory, field="memory")
     dp, mp = check_positive_int("dp", dp), check_positive_int("model_parallel", model_parallel)
     stage = PL._check_stage(stage, "stage")
     b_o = check_number("optimizer_bytes_per_param", optimizer_bytes_per_param, minimum=0,

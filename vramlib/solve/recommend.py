@@ -224,10 +224,10 @@ def max_seq_for_plan(model: ModelSpec | str, gpu: GPU | str | int, plan: Paralle
     """
     if "seq" in kwargs:
         raise InvalidValueError("seq", kwargs["seq"], "is what max_seq_for_plan solves for; do not pass it")
-    from .planning import _capacity
+    from ..catalog.hardware import capacity_bytes
 
     m = get_model(model)
-    cap = _capacity(gpu, "gpu")
+    cap = capacity_bytes(gpu, field="gpu")
     headroom = check_fraction("headroom", headroom)
     if plan is not None and not isinstance(plan, ParallelPlan):
         raise InvalidValueError("plan", plan, "give a ParallelPlan or plan fields as keywords")

@@ -268,18 +268,9 @@ def cmd_max_context(args) -> int:
     return EXIT_FITS if ok else EXIT_DOES_NOT_FIT
 
 
-def _planner():
-    """``search_plans`` (solve.planning)."""
+def cmd_plan(args) -> int:
     from ..solve.planning import search_plans
 
-    return search_plans
-
-
-def cmd_plan(args) -> int:
-    search_plans = _planner()
-    if search_plans is None:
-        raise UsageError("vramlib plan: the parallel plan search (vramlib.solve.planning.search_plans) is not available "
-                         "in this version")
     from .report import parse_hardware
     from ..core.units import gb, gib
 
