@@ -7,6 +7,7 @@ Usage: python tools/bench_compare.py [REV]   (default REV: the commit before iss
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -76,18 +77,25 @@ def run(tree: Path) -> dict:
     return json.loads(r.stdout)
 
 
-def main(rev: str = BASELINE, rounds: int = 4) -> None:
+@contextlib.contextmanager
+def checkout(rev: str):
+    """A temporary detached worktree of ``rev`` (removed afterwards): the earlier version to compare with."""
     with tempfile.TemporaryDirectory() as tmp:
         old = Path(tmp) / "old"
         subprocess.run(["git", "worktree", "add", "--detach", "-q", str(old), rev], cwd=ROOT, check=True)
         try:
-            best: dict[str, dict[str, float]] = {"old": {}, "new": {}}
-            for _ in range(rounds):
-                for label, tree in (("old", old), ("new", ROOT)):
-                    for k, v in run(tree).items():
-                        best[label][k] = min(v, best[label].get(k, float("inf")))
+            yield old
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT, check=True)
+
+
+def main(rev: str = BASELINE, rounds: int = 4) -> None:
+    best: dict[str, dict[str, float]] = {"old": {}, "new": {}}
+    with checkout(rev) as old:
+        for _ in range(rounds):
+            for label, tree in (("old", old), ("new", ROOT)):
+                for k, v in run(tree).items():
+                    best[label][k] = min(v, best[label].get(k, float("inf")))
     print(f"{'probe':46} {rev:>12} {'this tree':>12} {'old/new':>8}")
     for k in best["old"]:
         o, n = best["old"][k], best["new"][k]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from bench_compare import BASELINE  # noqa: E402
+from bench_compare import BASELINE, checkout  # noqa: E402
 
 BATTERY = r'''
 import json, sys, vramlib as vl
@@ -45,14 +45,9 @@ def run(tree: Path, out: Path) -> None:
 
 
 def main(rev: str = BASELINE) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        old = Path(tmp) / "old"
-        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(old), rev], cwd=ROOT, check=True)
-        try:
-            run(old, Path(tmp) / "old.json")
-            run(ROOT, Path(tmp) / "new.json")
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT, check=True)
+    with tempfile.TemporaryDirectory() as tmp, checkout(rev) as old:
+        run(old, Path(tmp) / "old.json")
+        run(ROOT, Path(tmp) / "new.json")
         a, b = (Path(tmp) / "old.json").read_bytes(), (Path(tmp) / "new.json").read_bytes()
     print(f"{len(a):,} bytes of results from {rev}, {len(b):,} from this tree: " + ("identical" if a == b else "DIFFERENT"))
     return 0 if a == b else 1
