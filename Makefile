@@ -31,6 +31,7 @@ book: $(VENV)/.deps
 ## make test: unit + property tests, nbval, papermill scenarios, strict book build, then the built book in a
 ## real browser (calculators vs vramlib, console errors, dead controls, search) and the page weights
 test: $(VENV)/.dev-deps
+	@command -v node >/dev/null || { $(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs; }
 	$(BIN)/python -m pytest tests -q --ignore=tests/browser
 	$(BIN)/python -m pytest -q --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:randomly book/
 	$(BIN)/jupyter-book build . $(JB_FLAGS)

@@ -27,7 +27,7 @@ _PCT = "percent scale of a printed share (Python's :.0% format)"
 
 PRESENTATION: dict[tuple[str, str], str] = {
     # core.js
-    ("core.js", "1e-9"): _FLOAT_TOL + ": float noise of a generated value snapped to an integer",
+    ("core.js", "1e-12"): _FLOAT_TOL + ": float noise of a generated value snapped to an integer",
     ("core.js", "1e-6"): _FLOAT_TOL + ": '0.5GB' parsed in floats",
     ("core.js", "0.5"): "the exact binary tie of Python's round-half-even in f'{x:.nf}'",
     ("core.js", "10"): "decimal base of f'{x:.nf}' formatting",
@@ -43,7 +43,7 @@ PRESENTATION: dict[tuple[str, str], str] = {
     ("core.js", "12"): "choices listed in full in an error message; digits kept of a stepped input",
     ("core.js", "6"): "choices listed when there are more",
     # parallel.js
-    ("parallel.js", "64"): "bits of the quotient kept when a Fraction is rounded to a double (IEEE 754 arithmetic)",
+    ("core.js", "64"): "bits of the quotient kept when a Fraction is rounded to a double (IEEE 754 arithmetic)",
     ("parallel.js", "100"): _PCT,
     # recommend.js
     ("recommend.js", "100"): _PCT + "; headroom_pct / 100 as the Python panel does",
@@ -59,7 +59,6 @@ PRESENTATION: dict[tuple[str, str], str] = {
 }
 
 TWINS: dict[tuple[str, str], str] = {
-    ("parallel.js", "1e-12"): "balancer (planning.balance_pipeline): the DP's tie tolerance; the algorithm is a twin",
     ("inference.js", "40"): "largest_fitting's float-safe search limit 2**40 (Python: 2**64, exact ints)",
     ("serving.js", "16"): "the float-KV bits threshold of serving._activation_dtype (16-bit and wider floats)",
     ("bookshelf.js", "*"): "the bookshelf picture (vramlib.explain.bookshelf.shelf_svg) is drawn twice: SVG layout, tile sizes, "

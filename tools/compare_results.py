@@ -32,6 +32,33 @@ for mn in models:
     for kw in [dict(tp=2, pp=2, dp=2, zero=1), dict(dp=8, zero=3), dict(tp=4, pp=1, dp=2, zero=2, recompute="selective")]:
         try: pm = vl.plan_memory(m, **kw); out.append([dict(s) for s in pm.stages])
         except vl.VramlibError as e: out.append(str(e))
+plans = [dict(dp=1, zero=2, convention="deepspeed"), dict(dp=1, zero=3, convention="deepspeed"),
+         dict(dp=4, zero=3, offload_optimizer="cpu", offload_params="cpu"), dict(dp=2, zero=2, offload_optimizer="nvme"),
+         dict(dp=4, zero=3, method="lora", seq=1024), dict(dp=2, zero=1, method="qlora", optimizer="adamw-8bit"),
+         dict(tp=2, pp=4, dp=2, zero=1, n_micro=8, schedule="gpipe", sequence_parallel=True),
+         dict(tp=1, pp=2, dp=2, zero=1, n_micro=4, virtual_stages=2), dict(dp=8, ep=8, zero=2),
+         dict(dp=2, zero=3, gather_buffer=True, overlap_comm=True, buckets="hf-rule"), dict(dp=2, zero=0, buckets="ddp"),
+         dict(tp=2, pp=3, dp=1, zero=0, recompute="full", stage_layers=None, reserve="1GB")]
+for mn in ["llama-2-7b", "llama-2-70b", "mixtral-8x7b", "gpt2", "source-175b", "falcon-7b", "gemma-2-9b", "qwen2.5-7b"]:
+    m = vl.get_model(mn)
+    for kw in plans:
+        try:
+            pm = vl.plan_memory(m, **kw)
+            out.append([[dict(s) for s in pm.stages], [dict(s) for s in pm.host], list(pm.nvme), list(pm.notes),
+                        [s.title for s in pm.stages], list(pm.stage_layers)])
+        except vl.VramlibError as e: out.append(str(e))
+    for pp in (1, 2, 4, 8):
+        for kw in [dict(), dict(recompute="selective", n_micro=16), dict(zero=1, dp=2, convention="deepspeed")]:
+            try:
+                b = vl.balance_pipeline(m, seq=2048, gpu="a100-80gb", pp=pp, tp=2 if mn != "gpt2" else 1, **kw)
+                out.append([list(b.layers), [dict(s) for s in b.stages], b.verdict, b.even_verdict])
+            except vl.VramlibError as e: out.append(str(e))
+    for tp in (1, 2, 8):
+        for st in ("all", "first", "middle", "last", "single"):
+            try: out.append(str(vl.parallel.largest_module_params(m, tp, 1, st)))
+            except vl.VramlibError as e: out.append(str(e))
+    try: out.append([[str(x) for x in y] for y in vl.parallel.stage_params(m, 2, 4)])
+    except vl.VramlibError as e: out.append(str(e))
 json.dump(out, open(sys.argv[1], "w"), default=str, sort_keys=True)
 print(len(out))
 '''

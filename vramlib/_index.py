@@ -128,6 +128,8 @@ MODULES = {
     'palette': 'vramlib.core.palette',
     'parallel': 'vramlib.plans.parallel',
     'planning': 'vramlib.solve.planning',
+    'portable': 'vramlib.core.portable',
+    'portablegen': 'vramlib.web.portablegen',
     'precision': 'vramlib.catalog.precision',
     'recommend': 'vramlib.solve.recommend',
     'report': 'vramlib.workshop.report',

@@ -17,6 +17,7 @@ from ..catalog.precision import get_precision, kv_bytes_per_element, tensor_bits
 from ..core.symbols import S_shard, n_gpu, n_kv
 from ..core.units import parse_memory
 from ..core.signatures import arg, keywords_through, signature
+from ..core.portable import portable, raise_problem
 
 ATTENTION = ("eager", "sdpa", "flash")
 
@@ -70,10 +71,23 @@ def _weights_detail_uncached(m: ModelSpec, p) -> dict[str, int]:
     return {"weights": raw, "quantization constants": total - raw - unq, "unquantized tensors": unq}
 
 
-def allowed_tp(n_heads: int, n_kv_heads: int) -> list[int]:
+@portable
+def allowed_tp(n_heads, n_kv_heads):
     """Tensor-parallel sizes for ``n_heads`` query heads and ``n_kv_heads`` KV heads: the divisors of n_heads that
     divide n_kv_heads (KV heads split) or are multiples of it (KV heads replicated; KV_HEADS_PER_GPU)."""
     return [k for k in range(1, n_heads + 1) if n_heads % k == 0 and (n_kv_heads % k == 0 or k % n_kv_heads == 0)]
+
+
+@portable
+def tp_problem(field, tp, who, n_heads, n_kv):
+    """None, or the error of a tensor-parallel size that does not split the heads into whole heads (``who``: "name's "
+    or "")."""
+    ok = allowed_tp(n_heads, n_kv)
+    if tp in ok:
+        return None
+    return [field, tp, "tensor parallelism does not split " + who + str(n_heads) + " attention heads / " + str(n_kv) +
+            " KV heads into whole heads (tp must divide the heads and divide the KV heads or be a multiple of them); "
+            "allowed: " + ", ".join([str(k) for k in ok])]
 
 
 @checked_call
@@ -99,11 +113,7 @@ def kv_heads_per_gpu(n_kv_heads, tp: int = 1, *, n_heads: int | None = None, fie
         n_heads = check_positive_int("n_heads", n_heads)
         if n_heads % n_kv:
             raise InvalidValueError("n_kv_heads", n_kv, f"must divide n_heads={n_heads}")
-        ok = allowed_tp(n_heads, n_kv)
-        if tp not in ok:
-            raise InvalidValueError(field, tp, f"tensor parallelism does not split {who}{n_heads} "
-                                    f"attention heads / {n_kv} KV heads into whole heads (tp must divide the heads and "
-                                    f"divide the KV heads or be a multiple of them); allowed: {', '.join(map(str, ok))}")
+        raise_problem(tp_problem(field, tp, who, n_heads, n_kv))
     elif (tp < n_kv and n_kv % tp) or (tp >= n_kv and tp % n_kv):
         divs = [k for k in range(1, n_kv + 1) if n_kv % k == 0]
         raise InvalidValueError(field, tp, f"must divide n_kv_heads={n_kv} ({', '.join(map(str, divs))}) or be a "

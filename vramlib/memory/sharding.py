@@ -6,13 +6,12 @@ both ``training`` (single-GPU gather buffer) and ``plans.parallel`` (per-rank st
 from __future__ import annotations
 
 from fractions import Fraction
-from functools import lru_cache
-
 import sympy as sp
 
 from ..catalog.models import ModelSpec, get_model
 from ..core import formulas as F
 from ..core.errors import check_choice, check_positive_int, checked_call
+from ..core.portable import Fields, ev, portable, q, q_cmp, q_div, q_mul, share, shared, value_at
 from ..core.symbols import E, V, beta_mlp, beta_o, beta_qkv, d, f, h, n_h, n_kv
 from . import activations as A
 from . import inference as _tp_rule
@@ -57,22 +56,48 @@ def _values(spec: ModelSpec, **extra) -> dict:
     return vals
 
 
-def _ev(expr: sp.Expr, vals: dict) -> Fraction:
-    """Exact value of ``expr`` (ints and Fractions in, a Fraction out). Whole Fractions go in as ints, so that an
-    integer-closed expression takes formulas.evaluate's int path."""
-    names = F.argument_names(expr)
-    if not names:
-        return _constant(expr)
-    args = {}
-    for k in names:
-        v = vals[k]
-        args[k] = v.numerator if type(v) is Fraction and v.denominator == 1 else v
-    return Fraction(F.evaluate(expr, **args))
+_ev = value_at
+"""Exact value of an expression at Fraction values (:func:`vramlib.core.portable.value_at`)."""
 
 
-@lru_cache(maxsize=None)
-def _constant(expr: sp.Expr) -> Fraction:
-    return Fraction(int(sp.Integer(expr))) if expr.is_Integer else Fraction(str(expr))
+def model_view(spec: ModelSpec) -> dict:
+    """A model as portable code reads it, the shape of the browser's ``VL.model``: ``spec`` (its fields), ``sym`` (its
+    symbol values) and ``linear_modules``."""
+    return {"spec": Fields(spec), "sym": spec.symbols(), "linear_modules": spec.linear_modules()}
+
+
+share(MODULE_PARAMS_RANK=MODULE_PARAMS_RANK, MLP_PARAMS=F.MLP_PARAMS, MODULE_NAMES=list(MODULE_PARAMS_RANK),
+      MLP_MODULE_NAMES=["gate_proj", "up_proj", "gate_up_proj", "down_proj"])
+
+
+@portable
+def largest_module(m, tp, ep, stage):
+    """Parameters (exact) of the largest single module on one rank of a stage at ``"all"``, ``"first"``, ``"middle"``,
+    ``"last"`` or ``"single"`` (the rule of :func:`largest_module_params`, written once for Python and the browser)."""
+    vals = dict(m["sym"])
+    vals["t"] = tp
+    vals["N_e"] = ep
+    moe = m["spec"]["n_experts"] > 0
+    cands = []
+    for name in m["linear_modules"]:
+        if name not in shared("MODULE_NAMES") or (moe and name in shared("MLP_MODULE_NAMES")):
+            continue
+        cands.append(ev("MODULE_PARAMS_RANK", name, vals))
+    if moe:
+        cands.append(ev("MODULE_PARAMS_RANK", "experts", vals))
+        cands.append(ev("MODULE_PARAMS_RANK", "router", vals))
+        if m["spec"]["n_shared_experts"]:
+            cands.append(q_div(q_mul(ev("MLP_PARAMS", None, vals), q(m["spec"]["n_shared_experts"])), q(tp)))
+    emb = ev("MODULE_PARAMS_RANK", "embed_tokens", vals)
+    if stage in ("all", "first", "single"):
+        cands.append(emb)
+    if stage in ("all", "last") or (stage == "single" and not m["spec"]["tied_embeddings"]):
+        cands.append(emb)
+    best = cands[0]
+    for c in cands:
+        if q_cmp(c, best) > 0:
+            best = c
+    return best
 
 
 @checked_call
@@ -86,21 +111,4 @@ def largest_module_params(model: ModelSpec | str, tp: int = 1, ep: int = 1, stag
     tp, ep = check_positive_int("tp", tp), check_positive_int("ep", ep)
     if tp > 1:
         kv_heads_per_gpu(spec, tp)
-    vals = _values(spec, t=tp, N_e=ep)
-    names = [x for x in spec.linear_modules() if x in MODULE_PARAMS_RANK]
-    cands = []
-    for name in names:
-        if name in ("gate_proj", "up_proj", "gate_up_proj", "down_proj") and spec.is_moe:
-            continue
-        cands.append(_ev(MODULE_PARAMS_RANK[name], vals))
-    if spec.is_moe:
-        cands.append(_ev(MODULE_PARAMS_RANK["experts"], vals))
-        cands.append(_ev(MODULE_PARAMS_RANK["router"], vals))
-        if spec.n_shared_experts:
-            cands.append(_ev(F.MLP_PARAMS, vals) * spec.n_shared_experts / tp)
-    emb = _ev(MODULE_PARAMS_RANK["embed_tokens"], vals)
-    if stage in ("all", "first", "single"):
-        cands.append(emb)
-    if stage in ("all", "last") or (stage == "single" and not spec.tied_embeddings):
-        cands.append(emb)
-    return max(cands)
+    return largest_module(model_view(spec), tp, ep, stage)

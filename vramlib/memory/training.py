@@ -33,6 +33,7 @@ from ..core.symbols import d, f, h, n_h, n_kv
 from ..core.units import parse_memory
 from ..core.settings import Settings, settings_class
 from ..core.signatures import arg, field_args, keywords_through, signature
+from ..core.portable import Fields, portable, raise_problem, share, shared
 
 METHODS = ("full", "lora", "qlora")
 
@@ -311,13 +312,27 @@ def as_workload(workload: Workload | None, settings: dict, **defaults) -> Worklo
 def resolve_activation_style(spec: ModelSpec, style: str, one_device: bool = True) -> str:
     """``auto`` -> hf when the family is modelled and the layout is one device, else megatron; an hf request on a
     tensor/pipeline-parallel layout raises (the hf accounting models one device per replica)."""
-    hf_ok = spec.family in HF_FAMILIES and spec.norm == "rmsnorm" and spec.gated_mlp and not spec.n_shared_experts
+    got = activation_style_for(Fields(spec), style, one_device)
+    raise_problem(got[1])
+    return got[0]
+
+
+share(HF_FAMILIES=list(HF_FAMILIES))
+
+
+@portable
+def activation_style_for(spec, style, one_device):
+    """[style, problem]: ``auto`` -> hf when the family's tensors are modelled (:data:`HF_FAMILIES`, RMSNorm, gated
+    MLP, no shared experts) and the layout is one device, else megatron; hf on a tensor/pipeline-parallel layout is a
+    problem (the hf accounting models one device per replica)."""
+    hf_ok = (spec["family"] in shared("HF_FAMILIES") and spec["norm"] == "rmsnorm" and spec["gated_mlp"]
+             and not spec["n_shared_experts"])
     if style == "auto":
-        return "hf" if (one_device and hf_ok) else "megatron"
+        return ["hf" if (one_device and hf_ok) else "megatron", None]
     if style == "hf" and not one_device:
-        raise InvalidValueError("activation_style", "hf", "the hf accounting models one device per replica (HF Trainer "
-                                                          "with DDP/ZeRO/FSDP): needs tp=1 and pp=1; use 'megatron'")
-    return style
+        return [style, ["activation_style", "hf", "the hf accounting models one device per replica (HF Trainer with "
+                        "DDP/ZeRO/FSDP): needs tp=1 and pp=1; use 'megatron'"]]
+    return [style, None]
 
 
 def check_lora_settings(spec: ModelSpec, w: Workload) -> None:

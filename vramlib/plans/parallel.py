@@ -78,7 +78,7 @@ from ..core import formulas as F
 from ..memory.breakdown import Breakdown
 from ..core.errors import InvalidValueError, check_choice, check_keywords, check_number, \
     check_positive_int, checked_call
-from ..memory.inference import allowed_tp, kv_heads_per_gpu, weights_detail
+from ..memory.inference import allowed_tp, kv_heads_per_gpu, tp_problem, weights_detail
 from ..catalog.models import SOURCE_SHAPES, ModelSpec, get_model
 from ..catalog.precision import get_precision
 from ..core.symbols import E, P, V, b_g, b_m, b_o, b_w, beta_norm, h, n_mlp, tied
@@ -87,8 +87,10 @@ from ..core.signatures import arg, field_args, keywords_through, signature, spli
 from ..memory.training import CONVENTIONS, TRAINING_PRECISIONS, Workload, as_workload, check_lora_settings, lora_params, \
     optimizer_state_bytes, resolve_activation_style
 from ..memory.sharding import (  # noqa: F401 (VL.parallel.MODULE_PARAMS*, vl.parallel.largest_module_params)
-    ATTN_PARAMS_RANK, KV_HEADS_PER_RANK, MODULE_PARAMS, MODULE_PARAMS_RANK, N_e, _ev, _values, largest_module_params,
+    ATTN_PARAMS_RANK, KV_HEADS_PER_RANK, MODULE_PARAMS, MODULE_PARAMS_RANK, N_e, Fields, _ev, _values, largest_module,
+    largest_module_params, model_view,
 )
+from ..core.portable import ev, portable, q, q_add, q_ceil, q_div, q_is_zero, q_mul, raise_problem, share, shared
 
 # --- symbols of this module ---------------------------------------------------------------------
 _ind = dict(integer=True, nonnegative=True)
@@ -199,6 +201,10 @@ BUCKET_BYTES: dict[str, sp.Expr] = {
 """Communication-bucket bytes per rule (``_buckets``): the HF estimate (x 4.5 with overlap_comm), DeepSpeed ZeRO-1/2
 (reduce buckets, doubled with overlap_comm) and ZeRO-3 (reduce + prefetch buckets). Chapters 3, 4, 9."""
 
+GATHER_BYTES_PER_PARAM = 4
+"""``gather_buffer=True``: bytes per parameter of the largest module held gathered (its 16-bit weights and 16-bit
+gradients, DeepSpeed's ``4 x largest_layer_params``)."""
+
 BUCKETS = ("auto", "ddp", "deepspeed", "hf-rule", "none")
 OFFLOAD = ("none", "cpu", "nvme")
 SCHEDULES = ("1f1b", "gpipe")
@@ -242,25 +248,7 @@ class ParallelPlan(Settings):
         object.__setattr__(self, "schedule", check_choice("schedule", self.schedule, SCHEDULES))
         for name in ("offload_optimizer", "offload_params"):
             object.__setattr__(self, name, check_choice(name, getattr(self, name), OFFLOAD))
-        if self.dp % self.ep:
-            raise InvalidValueError("ep", self.ep, f"expert parallel ranks come from the data-parallel group: "
-                                                   f"must divide dp={self.dp}")
-        if self.sequence_parallel and self.tp == 1:
-            raise InvalidValueError("sequence_parallel", True,
-                                    "sequence parallelism splits along the tensor-parallel group: needs tp > 1")
-        if self.offload_optimizer != "none" and self.zero == 0:
-            raise InvalidValueError("offload_optimizer", self.offload_optimizer,
-                                    "optimizer offload needs ZeRO stage 1, 2 or 3")
-        if self.offload_params != "none" and self.zero != 3:
-            raise InvalidValueError("offload_params", self.offload_params, "parameter offload needs ZeRO stage 3")
-        if self.virtual_stages > 1:
-            if self.pp == 1:
-                raise InvalidValueError("virtual_stages", self.virtual_stages, "interleaving needs pp > 1")
-            if self.schedule != "1f1b":
-                raise InvalidValueError("schedule", self.schedule, "interleaving (virtual_stages > 1) is a 1F1B schedule")
-            if self.n_micro % self.pp:
-                raise InvalidValueError("n_micro", self.n_micro,
-                                        f"interleaved 1F1B needs a multiple of pp={self.pp} micro-batches")
+        raise_problem(plan_problem(Fields(self)))
 
     @property
     def n_gpus(self) -> int:
@@ -278,21 +266,71 @@ class ParallelPlan(Settings):
         return Fraction(self.pp - 1, self.virtual_stages * self.n_micro + self.pp - 1)
 
     def label(self) -> str:
-        parts = [f"TP{self.tp}", f"PP{self.pp}", f"DP{self.dp}", f"ZeRO-{self.zero}"]
-        if self.ep > 1:
-            parts.append(f"EP{self.ep}")
-        if self.sequence_parallel:
-            parts.append("SP")
-        if self.virtual_stages > 1:
-            parts.append(f"v{self.virtual_stages}")
-        parts.append(f"mb{self.micro_batch}x{self.n_micro}")
-        if self.recompute != "none":
-            parts.append(f"{self.recompute} recompute")
-        if self.offload_optimizer != "none":
-            parts.append(f"opt->{self.offload_optimizer}")
-        if self.offload_params != "none":
-            parts.append(f"params->{self.offload_params}")
-        return " ".join(parts)
+        """The plan as one line: "TP8 PP4 DP1 ZeRO-1 SP mb1x64 selective recompute" (:func:`plan_label`)."""
+        return plan_label(Fields(self))
+
+
+@portable
+def plan_problem(plan):
+    """None, or the error of a plan whose fields contradict each other (expert ranks outside the data-parallel group,
+    sequence parallelism without tensor parallelism, offload below the ZeRO stage that allows it, interleaving rules)."""
+    if plan["dp"] % plan["ep"]:
+        return ["ep", plan["ep"], "expert parallel ranks come from the data-parallel group: must divide dp=" +
+                str(plan["dp"])]
+    if plan["sequence_parallel"] and plan["tp"] == 1:
+        return ["sequence_parallel", True, "sequence parallelism splits along the tensor-parallel group: needs tp > 1"]
+    if plan["offload_optimizer"] != "none" and plan["zero"] == 0:
+        return ["offload_optimizer", plan["offload_optimizer"], "optimizer offload needs ZeRO stage 1, 2 or 3"]
+    if plan["offload_params"] != "none" and plan["zero"] != 3:
+        return ["offload_params", plan["offload_params"], "parameter offload needs ZeRO stage 3"]
+    if plan["virtual_stages"] > 1:
+        if plan["pp"] == 1:
+            return ["virtual_stages", plan["virtual_stages"], "interleaving needs pp > 1"]
+        if plan["schedule"] != "1f1b":
+            return ["schedule", plan["schedule"], "interleaving (virtual_stages > 1) is a 1F1B schedule"]
+        if plan["n_micro"] % plan["pp"]:
+            return ["n_micro", plan["n_micro"], "interleaved 1F1B needs a multiple of pp=" + str(plan["pp"]) +
+                    " micro-batches"]
+    return None
+
+
+@portable
+def layout_problem(m, plan):
+    """None, or the error of a model that cannot be laid out this way: tensor parallelism into whole heads, at most
+    one stage per layer, interleaving into whole chunks, expert parallelism over whole experts."""
+    s = m["spec"]
+    bad = tp_problem("tp", plan["tp"], s["name"] + "'s ", s["n_heads"], s["n_kv_heads"])
+    if bad is not None:
+        return bad
+    if plan["pp"] > s["n_layers"]:
+        return ["pp", plan["pp"], "at most one stage per layer: pp <= " + str(s["n_layers"])]
+    if plan["virtual_stages"] > 1 and s["n_layers"] % (plan["pp"] * plan["virtual_stages"]):
+        return ["virtual_stages", plan["virtual_stages"], "interleaving needs n_layers=" + str(s["n_layers"]) +
+                " divisible by pp x virtual_stages"]
+    if plan["ep"] > 1 and (s["n_experts"] == 0 or s["n_experts"] % plan["ep"]):
+        return ["ep", plan["ep"], "must divide the experts of a MoE model (" + s["name"] + ": " + str(s["n_experts"]) +
+                ")"]
+    return None
+
+
+@portable
+def plan_label(plan):
+    """The one-line name of a plan (``ParallelPlan.label``; the calculators print the same)."""
+    parts = ["TP" + str(plan["tp"]), "PP" + str(plan["pp"]), "DP" + str(plan["dp"]), "ZeRO-" + str(plan["zero"])]
+    if plan["ep"] > 1:
+        parts.append("EP" + str(plan["ep"]))
+    if plan["sequence_parallel"]:
+        parts.append("SP")
+    if plan["virtual_stages"] > 1:
+        parts.append("v" + str(plan["virtual_stages"]))
+    parts.append("mb" + str(plan["micro_batch"]) + "x" + str(plan["n_micro"]))
+    if plan["recompute"] != "none":
+        parts.append(plan["recompute"] + " recompute")
+    if plan["offload_optimizer"] != "none":
+        parts.append("opt->" + plan["offload_optimizer"])
+    if plan["offload_params"] != "none":
+        parts.append("params->" + plan["offload_params"])
+    return " ".join(parts)
 
 
 PLAN_FIELDS = tuple(x.name for x in fields(ParallelPlan))
@@ -373,9 +411,7 @@ def zero_parts(n_params, dp: int = 1, stage: int = 0, convention: str = "mixed-f
     b_o = check_number("optimizer_bytes_per_param", optimizer_bytes_per_param, minimum=0,
                        allowed="must be a number of bytes >= 0 (Adam: 8)")
     cb = _conv_bytes(convention, precision, stage)
-    vals = dict(Psi=Fraction(n_params), N_d=dp, b_w=cb["b_w"], b_g=cb["b_g"], b_gh=cb["b_gh"], b_m=cb["b_m"],
-                b_o=Fraction(b_o))
-    return {name: _ev(expr, vals) for name, expr in ZERO_STATES[stage].items()}
+    return dict(zero_states(Fraction(n_params), dp, stage, cb, Fraction(b_o)))
 
 
 _ZERO_MODEL_STATES_SIGNATURE = signature(
@@ -437,21 +473,70 @@ def stage_params(model: ModelSpec | str, tp: int = 1, pp: int = 1, ep: int = 1, 
     if ep > 1 and (not spec.is_moe or spec.n_experts % ep):
         raise InvalidValueError("ep", ep, f"must divide the experts of a MoE model ({spec.name}: {spec.n_experts})")
     layers = _stage_layers(spec, pp, stage_layers)
-    moe = _moe_flags(spec, moe_layers)
-    vals = _values(spec, t=tp, N_e=ep, z_one=int(pp == 1))
-    dense_vals = dict(vals, E=Fraction(0), n_mlp=Fraction(1 + spec.n_shared_experts))
-    per_moe = (_ev(LAYER_PARAMS_RANK_DENSE, vals), _ev(LAYER_PARAMS_RANK_EXPERTS, vals))
-    per_dense = (_ev(LAYER_PARAMS_RANK_DENSE, dense_vals), Fraction(0))
-    first, last = _ev(FIRST_STAGE_PARAMS, vals), _ev(LAST_STAGE_PARAMS, vals)
-    k = _scale(spec)
-    out, start = [], 0
-    for i, n in enumerate(layers):
-        flags = moe[start:start + n]
-        start += n
-        dense = sum((per_moe[0] if fl else per_dense[0] for fl in flags), Fraction(0))
-        expert = sum((per_moe[1] if fl else per_dense[1] for fl in flags), Fraction(0))
-        dense += (first if i == 0 else 0) + (last if i == pp - 1 else 0)
-        out.append((dense * k, expert * k))
+    return [tuple(x) for x in stage_model_params(model_view(spec), tp, ep, list(layers), _moe_flags(spec, moe_layers))]
+
+
+assert all(sp.diff(e, Psi, 2) == 0 and e.subs(Psi, 0) == 0 for e in ZERO_PARTS.values()), "zero_rates needs Psi-linear parts"
+share(LAYER_PARAMS_RANK_DENSE=LAYER_PARAMS_RANK_DENSE, LAYER_PARAMS_RANK_EXPERTS=LAYER_PARAMS_RANK_EXPERTS,
+      FIRST_STAGE_PARAMS=FIRST_STAGE_PARAMS, LAST_STAGE_PARAMS=LAST_STAGE_PARAMS, N_PARAMS=F.N_PARAMS,
+      ZERO_PARTS=ZERO_PARTS, ZERO_PART_NAMES=list(ZERO_PARTS), BUCKET_BYTES=BUCKET_BYTES, IN_FLIGHT=IN_FLIGHT,
+      STAGE_ACTIVATIONS=STAGE_ACTIVATIONS, MEGATRON_LAYER_BY_RECOMPUTE=A.MEGATRON_LAYER_BY_RECOMPUTE,
+      ZERO_STAGE_FLAGS=[{s_.name: x for s_, x in ZERO_STAGE_FLAGS[k].items()} for k in ZERO_STAGES])
+
+
+@portable
+def model_scale(m):
+    """Nominal / exact parameters: the source's shapes store their nominal size (weights = nominal x bytes)."""
+    if m["spec"]["nominal_params"] is None:
+        return q(1)
+    return q_div(q(m["spec"]["nominal_params"]), ev("N_PARAMS", None, m["sym"]))
+
+
+@portable
+def layer_rank_params(m, tp, ep):
+    """One layer's [non-expert, expert] parameters (exact) on one rank: ``{"moe": ..., "dense": ...}`` for a layer with
+    routed experts and one without (its dense MLP and shared experts), LAYER_PARAMS_RANK_DENSE / _EXPERTS."""
+    vals = dict(m["sym"])
+    vals["t"] = tp
+    vals["N_e"] = ep
+    dense_vals = dict(vals)
+    dense_vals["E"] = 0
+    dense_vals["n_mlp"] = 1 + m["spec"]["n_shared_experts"]
+    return {"moe": [ev("LAYER_PARAMS_RANK_DENSE", None, vals), ev("LAYER_PARAMS_RANK_EXPERTS", None, vals)],
+            "dense": [ev("LAYER_PARAMS_RANK_DENSE", None, dense_vals), q(0)]}
+
+
+@portable
+def stage_model_params(m, tp, ep, layers, moe):
+    """[non-expert, expert] parameters (exact) of one rank of each stage holding ``layers[i]`` layers (``moe[j]``:
+    layer j has routed experts): LAYER_PARAMS_RANK_* per layer, the embedding on the first stage, the head and final
+    norm on the last, scaled by :func:`model_scale`."""
+    pp = len(layers)
+    per = layer_rank_params(m, tp, ep)
+    vals = dict(m["sym"])
+    vals["t"] = tp
+    vals["z_one"] = 1 if pp == 1 else 0
+    per_moe = per["moe"]
+    per_dense = per["dense"]
+    first = ev("FIRST_STAGE_PARAMS", None, vals)
+    last = ev("LAST_STAGE_PARAMS", None, vals)
+    k = model_scale(m)
+    out = []
+    start = 0
+    for i in range(pp):
+        n_moe = 0
+        for j in range(start, start + layers[i]):
+            if moe[j]:
+                n_moe += 1
+        n_dense = layers[i] - n_moe
+        start += layers[i]
+        dense = q_add(q_mul(per_moe[0], n_moe), q_mul(per_dense[0], n_dense))
+        expert = q_add(q_mul(per_moe[1], n_moe), q_mul(per_dense[1], n_dense))
+        if i == 0:
+            dense = q_add(dense, first)
+        if i == pp - 1:
+            dense = q_add(dense, last)
+        out.append([q_mul(dense, k), q_mul(expert, k)])
     return out
 
 
@@ -474,8 +559,13 @@ def _moe_flags(spec: ModelSpec, moe_layers) -> list[bool]:
 def even_split(n_layers: int, pp: int) -> tuple[int, ...]:
     """Layers per stage of the even split: the first n_layers mod pp stages get one more."""
     n_layers, pp = check_positive_int("n_layers", n_layers), check_positive_int("pp", pp)
-    q, r = divmod(n_layers, pp)
-    return tuple(q + (1 if k < r else 0) for k in range(pp))
+    return tuple(even_layers(n_layers, pp))
+
+
+@portable
+def even_layers(n_layers, pp):
+    """The even split: the first n_layers mod pp stages get one more layer."""
+    return [n_layers // pp + (1 if k < n_layers % pp else 0) for k in range(pp)]
 
 
 def _stage_layers(spec: ModelSpec, pp: int, stage_layers) -> tuple[int, ...]:
@@ -501,47 +591,60 @@ def in_flight(pp: int, stage: int, n_micro: int, schedule: str = "1f1b", virtual
     stage = check_number("stage", stage, minimum=0, maximum=pp - 1, integer=True,
                          allowed=f"stages are 0..{pp - 1} (0 = the first)")
     schedule = check_choice("schedule", schedule, SCHEDULES)
+    return in_flight_q(pp, stage, n_micro, schedule, virtual_stages)
+
+
+@portable
+def in_flight_q(pp, stage, n_micro, schedule, virtual_stages):
+    """IN_FLIGHT of stage ``stage`` under the schedule (interleaved 1F1B when virtual_stages > 1), exact."""
     key = "gpipe" if schedule == "gpipe" else ("interleaved" if virtual_stages > 1 else "1f1b")
-    return _ev(IN_FLIGHT[key], dict(p=Fraction(pp), i=Fraction(stage), m=Fraction(n_micro), v=Fraction(virtual_stages)))
+    return ev("IN_FLIGHT", key, {"p": pp, "i": stage, "m": n_micro, "v": virtual_stages})
 
 
 def check_layout(spec: ModelSpec, plan: ParallelPlan) -> None:
-    """Raise InvalidValueError when the model cannot be laid out this way (heads, layers, experts)."""
-    kv_heads_per_gpu(spec, plan.tp)
-    if plan.pp > spec.n_layers:
-        raise InvalidValueError("pp", plan.pp, f"at most one stage per layer: pp <= {spec.n_layers}")
-    if plan.virtual_stages > 1 and spec.n_layers % (plan.pp * plan.virtual_stages):
-        raise InvalidValueError("virtual_stages", plan.virtual_stages,
-                                f"interleaving needs n_layers={spec.n_layers} divisible by pp x virtual_stages")
-    if plan.ep > 1 and (not spec.is_moe or spec.n_experts % plan.ep):
-        raise InvalidValueError("ep", plan.ep, f"must divide the experts of a MoE model ({spec.name}: {spec.n_experts})")
+    """Raise InvalidValueError when the model cannot be laid out this way (heads, layers, experts): :func:`layout_problem`."""
+    raise_problem(layout_problem(model_view(spec), Fields(plan)))
 
 
-def _buckets(rule: str, zero: int, tp: int, pp: int, grad_bytes: Fraction, overlap_comm: bool) -> tuple[str, int]:
-    rule = check_choice("buckets", rule, BUCKETS)
+@portable
+def bucket_bytes(rule, zero, tp, pp, grad_bytes, overlap_comm):
+    """[rule, bytes] of the communication buckets (``auto`` resolved: ddp for ZeRO 0 on one device per replica, none
+    for Megatron's ZeRO 0, deepspeed for ZeRO 1-3; DDP copies the gradients, the others are BUCKET_BYTES)."""
     if rule == "auto":
-        rule = ("ddp" if tp == pp == 1 else "none") if zero == 0 else "deepspeed"
+        rule = ("ddp" if tp == 1 and pp == 1 else "none") if zero == 0 else "deepspeed"
     if rule == "none":
-        return rule, 0
+        return [rule, 0]
     if rule == "ddp":
-        return rule, F.to_int_bytes(grad_bytes)
+        return [rule, q_ceil(grad_bytes)]
     key = rule if rule == "hf-rule" or zero != 3 else "deepspeed-zero3"
-    return rule, int(BUCKET_BYTES[key].subs(z_ov, int(overlap_comm)))
+    return [rule, q_ceil(ev("BUCKET_BYTES", key, {"z_ov": 1 if overlap_comm else 0}))]
+
+
+@portable
+def megatron_stage_activations(m, plan, seq, layers):
+    """Activation bytes of one rank of each stage (STAGE_ACTIVATIONS with the schedule's in-flight micro-batches,
+    Korthikanti et al.'s layer activations at the plan's recomputation), rounded up per stage."""
+    vals = dict(m["sym"])
+    vals["s"] = seq
+    vals["b"] = plan["micro_batch"]
+    vals["t"] = plan["tp"]
+    vals["z_sp"] = 1 if plan["sequence_parallel"] else 0
+    vals["A_layer"] = ev("MEGATRON_LAYER_BY_RECOMPUTE", plan["recompute"], vals)
+    out = []
+    for i in range(len(layers)):
+        vals["F_i"] = in_flight_q(plan["pp"], i, plan["n_micro"], plan["schedule"], plan["virtual_stages"])
+        vals["L_i"] = layers[i]
+        vals["z_first"] = 1 if i == 0 else 0
+        vals["z_last"] = 1 if i == plan["pp"] - 1 else 0
+        out.append(q_ceil(ev("STAGE_ACTIVATIONS", None, vals)))
+    return out
 
 
 def _stage_activations(spec: ModelSpec, plan: ParallelPlan, seq: int, layers: tuple[int, ...], style: str,
                        precision: str, attention: str) -> list[int]:
     if style == "hf":
         return [A.activation_bytes(spec, seq, plan.micro_batch, precision, attention, plan.recompute, "hf", "model")]
-    vals = _values(spec, s=seq, b=plan.micro_batch, t=plan.tp, z_sp=int(plan.sequence_parallel))
-    a_layer = _ev(A.MEGATRON_LAYER_BY_RECOMPUTE[plan.recompute], vals)
-    out = []
-    for i, n in enumerate(layers):
-        fl = in_flight(plan.pp, i, plan.n_micro, plan.schedule, plan.virtual_stages)
-        val = _ev(STAGE_ACTIVATIONS, dict(vals, F_i=fl, L_i=Fraction(n), A_layer=a_layer, z_first=Fraction(int(i == 0)),
-                                          z_last=Fraction(int(i == plan.pp - 1))))
-        out.append(F.to_int_bytes(val))
-    return out
+    return megatron_stage_activations(model_view(spec), Fields(plan), seq, list(layers))
 
 
 # --- the main function -------------------------------------------------------------------------------------
@@ -573,8 +676,7 @@ class PlanOptions(Settings):
 @dataclass(frozen=True)
 class _Step:
     """What every stage of :func:`plan_memory` reads: the model, the plan, the workload and options, the resolved
-    activation style, the layers per stage, the convention's bytes per parameter at the plan's ZeRO stage, the
-    optimizer bytes per trainable parameter and (lora/qlora) the frozen base weights."""
+    activation style, the layers per stage and the convention's bytes per parameter at the plan's ZeRO stage."""
 
     spec: ModelSpec
     plan: ParallelPlan
@@ -583,15 +685,6 @@ class _Step:
     style: str
     layers: tuple[int, ...]
     cb: dict
-    b_o: Fraction = Fraction(0)
-    base_parts: tuple[tuple[str, int], ...] = ()
-
-    def states(self, n: Fraction, dp: int, zero: int | None = None, cb: dict | None = None) -> dict[str, Fraction]:
-        """ZERO_STATES of a rank holding ``n`` trainable parameters sharded over ``dp`` (at ZeRO stage ``zero`` with
-        its convention bytes ``cb``; default the plan's)."""
-        zero, cb = (self.plan.zero, self.cb) if zero is None else (zero, cb)
-        vals = dict(Psi=n, N_d=Fraction(dp), b_o=self.b_o, **{k: cb[k] for k in ("b_w", "b_g", "b_gh", "b_m")})
-        return {name: _ev(expr, vals) for name, expr in ZERO_STATES[zero].items()}
 
 
 def _plan_settings(plan, workload, settings: dict) -> tuple[ParallelPlan, Workload, PlanOptions]:
@@ -619,82 +712,163 @@ def _check_plan(spec: ModelSpec, plan: ParallelPlan, w: Workload, opts: PlanOpti
     return style, layers
 
 
-def _trainable(step: _Step) -> tuple[list[tuple[Fraction, Fraction]], _Step]:
-    """(non-expert, expert) trainable parameters of each stage's rank, and the step with the optimizer bytes per
-    trainable parameter and (lora/qlora) the frozen base weights filled in."""
-    spec, w = step.spec, step.w
+def _trainable(step: _Step) -> dict:
+    """What :func:`plan_stages` needs beyond the plan: the layer lists, the optimizer bytes per trainable parameter,
+    (lora/qlora) the trainable count and the frozen base weights, the gather buffer's bytes per parameter."""
+    spec, w, g = step.spec, step.w, step.opts.gather_buffer
+    out = {"layers": list(step.layers), "moe": _moe_flags(spec, step.opts.moe_layers), "method": w.method,
+           "cb": step.cb, "base": [], "base_label": "", "n_trainable": 0, "buckets": step.opts.buckets,
+           "overlap_comm": step.opts.overlap_comm, "reserve": w.reserve_bytes, "convention": w.convention,
+           "gather": step.cb["gather"] if g is None else Fraction(GATHER_BYTES_PER_PARAM if g else 0)}
     if w.method == "full":
-        per_stage = stage_params(spec, step.plan.tp, step.plan.pp, step.plan.ep, step.layers, step.opts.moe_layers)
-        return per_stage, replace(step, b_o=Fraction(optimizer_state_bytes(spec, w.optimizer), spec.weight_params))
-    base = tuple(weights_detail(spec, w.base_format()).items())
+        out["b_o"] = Fraction(optimizer_state_bytes(spec, w.optimizer), spec.weight_params)
+        return out
     n_t = lora_params(spec, w.lora_rank, w.lora_targets)
-    b_o = Fraction(optimizer_state_bytes(spec, w.optimizer, lora_rank=w.lora_rank, lora_targets=w.lora_targets), n_t)
-    return [(Fraction(n_t), Fraction(0))], replace(step, b_o=b_o, base_parts=base)
+    out.update(b_o=Fraction(optimizer_state_bytes(spec, w.optimizer, lora_rank=w.lora_rank, lora_targets=w.lora_targets),
+                            n_t), n_trainable=n_t, base_label=w.base_format(),
+               base=[[k, v_] for k, v_ in weights_detail(spec, w.base_format()).items()])
+    return out
 
 
-def _where(step: _Step, name: str) -> str:
-    """gpu, cpu or nvme: where one model-state component lives under the plan's offload settings."""
-    plan = step.plan
-    if name in ("weights", "LoRA adapters") and plan.offload_params != "none":
-        return plan.offload_params
-    if name in ("master weights (fp32)", "optimizer states") and plan.offload_optimizer != "none":
-        return plan.offload_optimizer
-    if "gradients" in name and plan.offload_optimizer != "none" and plan.zero >= 2:
+@portable
+def zero_rates(dp, zero, cb, b_o):
+    """[[name, bytes per parameter]] (exact) of the ZERO_PARTS at ZeRO stage ``zero`` sharded over ``dp``
+    (``cb``: the convention's bytes per parameter, ``b_o``: optimizer bytes per parameter), read at Psi = 1: every
+    part is Psi x bytes / N_d^z, linear in Psi (checked where they are shared)."""
+    vals = dict(shared("ZERO_STAGE_FLAGS")[zero])
+    vals["Psi"] = 1
+    vals["N_d"] = dp
+    vals["b_w"] = cb["b_w"]
+    vals["b_g"] = cb["b_g"]
+    vals["b_gh"] = cb["b_gh"]
+    vals["b_m"] = cb["b_m"]
+    vals["b_o"] = b_o
+    return [[name, ev("ZERO_PARTS", name, vals)] for name in shared("ZERO_PART_NAMES")]
+
+
+@portable
+def zero_states(n, dp, zero, cb, b_o):
+    """[[name, bytes]] (exact) of the ZERO_PARTS of a rank holding ``n`` trainable parameters (:func:`zero_rates`)."""
+    return [[part[0], q_mul(part[1], n)] for part in zero_rates(dp, zero, cb, b_o)]
+
+
+@portable
+def state_place(plan, name):
+    """gpu, cpu or nvme: where one model-state component lives under the plan's offload settings (ZeRO-Offload,
+    ZeRO-Infinity: gradients go to host memory once partitioned, ZeRO >= 2)."""
+    if name in ("weights", "LoRA adapters") and plan["offload_params"] != "none":
+        return plan["offload_params"]
+    if name in ("master weights (fp32)", "optimizer states") and plan["offload_optimizer"] != "none":
+        return plan["offload_optimizer"]
+    if "gradients" in name and plan["offload_optimizer"] != "none" and plan["zero"] >= 2:
         return "cpu"
     return "gpu"
 
 
-def _place(step: _Step, parts: dict[str, Fraction]) -> tuple[dict, dict, Fraction]:
-    """GPU parts (the frozen base first, sharded over dp under ZeRO-3), host parts and NVMe bytes of one rank."""
-    gpu: dict[str, Fraction] = {}
-    host: dict[str, Fraction] = {}
-    nvme = Fraction(0)
-    for k, val in step.base_parts:
-        name = k if k != "weights" else f"base weights ({step.w.base_format()})"
-        gpu[name] = Fraction(val, step.plan.dp) if step.plan.zero == 3 else Fraction(val)
-    for name, val in parts.items():
-        if not val:
-            continue
-        where = _where(step, name)
-        if where == "gpu":
-            gpu[name] = val
-        elif where == "cpu":
-            host[name] = val
-        else:
-            nvme += val
-    return gpu, host, nvme
+@portable
+def plan_rates(plan, setup):
+    """[:func:`zero_rates` over dp, over dp / ep]: bytes per dense and per routed-expert parameter of one rank."""
+    dense = zero_rates(plan["dp"], plan["zero"], setup["cb"], setup["b_o"])
+    if plan["ep"] == 1:
+        return [dense, dense]
+    return [dense, zero_rates(plan["dp"] // plan["ep"], plan["zero"], setup["cb"], setup["b_o"])]
 
 
-def _stage_states(step: _Step, dense: Fraction, expert: Fraction) -> dict[str, Fraction]:
-    """Model states of one rank: the dense part sharded over dp, the routed experts over dp / ep."""
-    parts = step.states(dense, step.plan.dp)
-    if expert:
-        for name, val in step.states(expert, step.plan.dp // step.plan.ep).items():
-            parts[name] += val
-    if step.w.method != "full":
-        parts = {("LoRA adapters" if k == "weights" else k): val for k, val in parts.items()}
+@portable
+def rank_states(rates, dense, expert, method):
+    """[[name, bytes]] of one rank's model states: the dense part at its rates (sharded over dp), the routed experts at
+    theirs (over dp / ep); LoRA's trainable weights are its adapters."""
+    parts = []
+    for j in range(len(rates[0])):
+        val = q_mul(rates[0][j][1], dense)
+        if not q_is_zero(expert):
+            val = q_add(val, q_mul(rates[1][j][1], expert))
+        name = rates[0][j][0]
+        if method != "full" and name == "weights":
+            name = "LoRA adapters"
+        parts.append([name, val])
     return parts
 
 
-def _gather_buffer(step: _Step, i: int) -> Fraction:
-    """The ZeRO-3 gather buffer of stage i's rank: bytes per parameter x the largest module it holds."""
-    plan, g = step.plan, step.opts.gather_buffer
-    g_per = step.cb["gather"] if g is None else (Fraction(4) if g else Fraction(0))
-    if not (plan.zero == 3 and g_per and step.w.method == "full"):
-        return Fraction(0)
-    pos = "single" if plan.pp == 1 else ("first" if i == 0 else ("last" if i == plan.pp - 1 else "middle"))
-    return g_per * largest_module_params(step.spec, plan.tp, plan.ep, pos) * _scale(step.spec)
+@portable
+def gradient_bytes(pairs):
+    """Sum of the components whose name says gradients."""
+    total = q(0)
+    for pair in pairs:
+        if "gradients" in pair[0]:
+            total = q_add(total, pair[1])
+    return total
 
 
-def _zero_note(step: _Step, i: int, dense: Fraction, expert: Fraction, here: Fraction, gathered: bool) -> str | None:
-    """A note when a lower ZeRO stage would hold fewer model-state bytes on stage i's rank (``here``), else None."""
+@portable
+def plan_stages(m, plan, setup):
+    """Every stage of a plan: ``{"gpu": [[name, bytes]], "host": [[name, bytes]], "nvme": bytes, "states": bytes,
+    "gather": bytes}`` (exact) per stage -- the frozen base (sharded over dp under ZeRO-3), the model states where
+    the offload puts them, the ZeRO-3 gather buffer (bytes per parameter x the largest module the stage holds), the
+    communication buckets, the activations and the reserve. ``setup``: what :func:`plan_memory` resolved."""
+    if setup["method"] == "full":
+        per_stage = stage_model_params(m, plan["tp"], plan["ep"], setup["layers"], setup["moe"])
+    else:
+        per_stage = [[q(setup["n_trainable"]), q(0)]]
+    acts = setup["acts"]
+    rates = plan_rates(plan, setup)
+    out = []
+    for i in range(len(per_stage)):
+        parts = rank_states(rates, per_stage[i][0], per_stage[i][1], setup["method"])
+        gpu = []
+        host = []
+        nvme = q(0)
+        for bp in setup["base"]:
+            name = "base weights (" + setup["base_label"] + ")" if bp[0] == "weights" else bp[0]
+            gpu.append([name, q_div(bp[1], plan["dp"]) if plan["zero"] == 3 else q(bp[1])])
+        states = q(0)
+        for part in parts:
+            states = q_add(states, part[1])
+            if q_is_zero(part[1]):
+                continue
+            where = state_place(plan, part[0])
+            if where == "gpu":
+                gpu.append(part)
+            elif where == "cpu":
+                host.append(part)
+            else:
+                nvme = q_add(nvme, part[1])
+        gather = q(0)
+        if plan["zero"] == 3 and not q_is_zero(setup["gather"]) and setup["method"] == "full":
+            pos = "single" if plan["pp"] == 1 else ("first" if i == 0 else ("last" if i == plan["pp"] - 1 else "middle"))
+            gather = q_mul(q_mul(setup["gather"], largest_module(m, plan["tp"], plan["ep"], pos)), model_scale(m))
+            gpu.append(["ZeRO-3 gather buffer", gather])
+        grad = gradient_bytes(gpu)
+        bucket = bucket_bytes(setup["buckets"], plan["zero"], plan["tp"], plan["pp"],
+                              gradient_bytes(parts) if q_is_zero(grad) else grad, setup["overlap_comm"])
+        if bucket[1]:
+            gpu.append(["communication buckets (" + bucket[0] + ")", q(bucket[1])])
+        gpu.append(["activations", q(acts[i] if len(acts) > 1 else acts[0])])
+        gpu.append(["reserve (CUDA context, framework)", q(setup["reserve"])])
+        title = (m["spec"]["name"] + ": " + plan_label(plan) + ", stage " + str(i) + " of " + str(plan["pp"]) + " (" +
+                 str(setup["layers"][i]) + " layers), " + setup["method"] + ", " + setup["convention"])
+        out.append({"gpu": gpu, "host": host, "nvme": nvme, "states": states, "gather": gather, "title": title,
+                    "params": per_stage[i],
+                    "host_title": m["spec"]["name"] + ": host memory per rank, stage " + str(i)})
+    return out
+
+
+def _lower_rates(step: _Step, setup: dict) -> list:
+    """:func:`plan_rates` of each ZeRO stage below the plan's (what :func:`_zero_note` compares with)."""
+    plan = step.plan
+    return [plan_rates({"dp": plan.dp, "ep": plan.ep, "zero": k},
+                       dict(setup, cb=_conv_bytes(step.w.convention, step.w.precision, k))) for k in range(plan.zero)]
+
+
+def _zero_note(step: _Step, setup: dict, lower: list, i: int, per_stage: tuple, here: Fraction,
+               gathered: bool) -> str | None:
+    """A note when a lower ZeRO stage (``lower``: their rates) would hold fewer model-state bytes on stage i's rank
+    (``here``), else None."""
     plan = step.plan
     for k in range(plan.zero):
-        ck = _conv_bytes(step.w.convention, step.w.precision, k)
-        low = sum((sum(step.states(n_, dp_, k, ck).values(), Fraction(0))
-                   for n_, dp_ in ((dense, plan.dp), (expert, plan.dp // plan.ep))), Fraction(0))
+        low = sum((x for _, x in rank_states(lower[k], per_stage[0], per_stage[1], setup["method"])), Fraction(0))
         if step.w.method != "full" and plan.zero == 3:      # the frozen base is sharded only under ZeRO-3
-            low += sum((Fraction(v_) for _, v_ in step.base_parts), Fraction(0)) * (1 - Fraction(1, plan.dp))
+            low += sum((Fraction(v_) for _, v_ in setup["base"]), Fraction(0)) * (1 - Fraction(1, plan.dp))
         if here > low:
             why = ("the deepspeed convention's ZeRO-2 keeps DeepSpeed's 16-bit gradient partition beside the fp32 one "
                    "(2 + 18/N_d B/param), which only pays off from dp=2" if plan.zero == 2 and step.cb["b_gh"] else
@@ -703,27 +877,6 @@ def _zero_note(step: _Step, i: int, dense: Fraction, expert: Fraction, here: Fra
             return (f"stage {i}: ZeRO-{plan.zero} keeps {F.to_int_bytes(here - low):,} bytes more model states than "
                     f"ZeRO-{k} at dp={plan.dp}: {why}")
     return None
-
-
-def _stage(step: _Step, i: int, dense: Fraction, expert: Fraction, act: int) -> tuple[dict, dict, Fraction, str]:
-    """GPU parts, host parts, NVMe bytes and the ZeRO note ('' for none) of one rank of stage i."""
-    plan = step.plan
-    parts = _stage_states(step, dense, expert)
-    gpu, host, nvme = _place(step, parts)
-    gather = _gather_buffer(step, i)
-    if gather:
-        gpu["ZeRO-3 gather buffer"] = gather
-    note = ""
-    if plan.zero and plan.offload_optimizer == plan.offload_params == "none":
-        note = _zero_note(step, i, dense, expert, sum(parts.values(), Fraction(0)) + gather, bool(gather)) or ""
-    grad_gpu = sum((val for k, val in gpu.items() if "gradients" in k), Fraction(0))
-    grad_all = sum((val for k, val in parts.items() if "gradients" in k), Fraction(0))
-    rule, bucket = _buckets(step.opts.buckets, plan.zero, plan.tp, plan.pp, grad_gpu or grad_all, step.opts.overlap_comm)
-    if bucket:
-        gpu[f"communication buckets ({rule})"] = Fraction(bucket)
-    gpu["activations"] = Fraction(act)
-    gpu["reserve (CUDA context, framework)"] = Fraction(step.w.reserve_bytes)
-    return gpu, host, nvme, note
 
 
 def _plan_notes(step: _Step) -> list[str]:
@@ -784,21 +937,23 @@ def plan_memory(model: ModelSpec | str, plan: ParallelPlan | None = None, *, wor
     plan, w, opts = _plan_settings(plan, workload, settings)
     style, layers = _check_plan(spec, plan, w, opts)
     step = _Step(spec, plan, w, opts, style, layers, _conv_bytes(w.convention, w.precision, plan.zero))
-    acts = _stage_activations(spec, plan, w.seq, layers, style, w.dtype, w.attention)
+    setup = _trainable(step)
+    setup["acts"] = _stage_activations(spec, plan, w.seq, layers, style, w.dtype, w.attention)
     notes = _plan_notes(step)
-    per_stage, step = _trainable(step)
-    gpu_stages, host_stages, nvme_stages, zero_note = [], [], [], []
-    for i, (dense, expert) in enumerate(per_stage):
-        gpu, host, nvme, note = _stage(step, i, dense, expert, acts[i] if len(acts) > 1 else acts[0])
+    m, pv = model_view(spec), Fields(plan)
+    stages = plan_stages(m, pv, setup)
+    gpu_stages, host_stages, zero_note = [], [], []
+    lower = _lower_rates(step, setup) if plan.zero and plan.offload_optimizer == plan.offload_params == "none" else None
+    for i, st in enumerate(stages):
+        note = ""
+        if lower is not None:
+            note = _zero_note(step, setup, lower, i, st["params"], st["states"] + st["gather"], bool(st["gather"])) or ""
         zero_note += [note] if note and not zero_note else []
-        gpu_stages.append(Breakdown({k: F.to_int_bytes(x) for k, x in gpu.items()},
-                                    title=f"{spec.name}: {plan.label()}, stage {i} of {plan.pp} ({layers[i]} layers), "
-                                          f"{w.method}, {w.convention}", notes=tuple(notes + ([note] if note else []))))
-        host_stages.append(Breakdown({k: F.to_int_bytes(x) for k, x in host.items()},
-                                     title=f"{spec.name}: host memory per rank, stage {i}"))
-        nvme_stages.append(F.to_int_bytes(nvme))
-    return PlanMemory(spec.name, plan, layers, tuple(gpu_stages), tuple(host_stages), tuple(nvme_stages),
-                      tuple(notes + zero_note))
+        gpu_stages.append(Breakdown({k: F.to_int_bytes(x) for k, x in st["gpu"]}, title=st["title"],
+                                    notes=tuple(notes + ([note] if note else []))))
+        host_stages.append(Breakdown({k: F.to_int_bytes(x) for k, x in st["host"]}, title=st["host_title"]))
+    return PlanMemory(spec.name, plan, layers, tuple(gpu_stages), tuple(host_stages),
+                      tuple(F.to_int_bytes(st["nvme"]) for st in stages), tuple(notes + zero_note))
 
 
 _PLAN_MEMORY_ARGS = tuple(_PLAN_MEMORY_SIGNATURE.parameters)[:-1]

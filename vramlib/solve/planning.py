@@ -61,7 +61,8 @@ from ..core.settings import Settings, settings_class
 from ..catalog.hardware import GPU, capacity_bytes, get_gpu
 from ..memory.inference import DEFAULT_RESERVE
 from ..catalog.models import ModelSpec, get_model
-from ..plans.parallel import ParallelPlan, PlanMemory, plan_memory
+from ..plans.parallel import ParallelPlan, PlanMemory, layer_rank_params, model_scale, plan_memory, zero_rates
+from ..core.portable import ev, infinity, portable, q, q_add, q_float, q_mul
 from ..core.symbols import L, b, h, s
 from ..memory.training import CONVENTIONS, METHODS, OPTIMIZERS, optimizer_state_bytes
 from ..core.units import parse_memory
@@ -235,20 +236,115 @@ def peak_limit(gpu: GPU | str | int, peak_share: float = 0.9) -> int:
 def _layer_costs(spec: ModelSpec, plan: ParallelPlan, seq: int, convention: str, precision: str, optimizer: str,
                  moe_layers) -> tuple[list[float], float]:
     """Per-layer model-state bytes (one rank) and per-layer activation bytes of one micro-batch (megatron)."""
-    one = [(d, e) for d, e in PL.stage_params(spec, plan.tp, spec.n_layers, plan.ep, (1,) * spec.n_layers, moe_layers)]
     b_o = Fraction(optimizer_state_bytes(spec, optimizer), spec.weight_params)
-    per_d = sum(PL.zero_parts(1, plan.dp, plan.zero, convention, precision, b_o).values(), Fraction(0))
-    per_e = sum(PL.zero_parts(1, plan.dp // plan.ep, plan.zero, convention, precision, b_o).values(), Fraction(0))
-    # stage_params puts the embedding on layer 0 and the head on the last layer: take them out (fixed costs)
-    first = PL._ev(PL.FIRST_STAGE_PARAMS, PL._values(spec, t=plan.tp, z_one=0)) * PL._scale(spec)
-    last = PL._ev(PL.LAST_STAGE_PARAMS, PL._values(spec, t=plan.tp, z_one=0)) * PL._scale(spec)
-    dense = [d for d, _ in one]
-    dense[0] -= first
-    dense[-1] -= last
-    states = [float(d * per_d + e * per_e) for d, (_, e) in zip(dense, one)]
-    vals = PL._values(spec, s=seq, b=plan.micro_batch, t=plan.tp, z_sp=int(plan.sequence_parallel))
-    act = float(PL._ev(A.MEGATRON_LAYER_BY_RECOMPUTE[plan.recompute], vals))
-    return states, act
+    cb = PL._conv_bytes(convention, precision, plan.zero)
+    return layer_costs(PL.model_view(spec), PL.Fields(plan), seq, cb, b_o, PL._moe_flags(spec, moe_layers))
+
+
+@portable
+def layer_costs(m, plan, seq, cb, b_o, moe):
+    """[per-layer model-state bytes of one rank (floats of the exact values), one layer's activations of one
+    micro-batch (megatron)]: what the balancer moves between stages (``moe[j]``: layer j has routed experts)."""
+    per = layer_rank_params(m, plan["tp"], plan["ep"])
+    k = model_scale(m)
+    per_d = q(0)
+    for part in zero_rates(plan["dp"], plan["zero"], cb, b_o):
+        per_d = q_add(per_d, part[1])
+    per_e = q(0)
+    for part in zero_rates(plan["dp"] // plan["ep"], plan["zero"], cb, b_o):
+        per_e = q_add(per_e, part[1])
+    states = []
+    for j in range(len(moe)):
+        p_ = per["moe"] if moe[j] else per["dense"]
+        states.append(q_float(q_add(q_mul(q_mul(p_[0], k), per_d), q_mul(q_mul(p_[1], k), per_e))))
+    vals = dict(m["sym"])
+    vals["s"] = seq
+    vals["b"] = plan["micro_batch"]
+    vals["t"] = plan["tp"]
+    vals["z_sp"] = 1 if plan["sequence_parallel"] else 0
+    return [states, q_float(ev("MEGATRON_LAYER_BY_RECOMPUTE", plan["recompute"], vals))]
+
+
+@portable
+def prefix_sums(xs):
+    """[0, x0, x0 + x1, ...] summed left to right (numpy's cumsum order)."""
+    out = [0.0]
+    for x in xs:
+        out.append(out[len(out) - 1] + x)
+    return out
+
+
+@portable
+def fixed_costs(totals, even_layers, S, act, flights):
+    """Each stage's bytes that do not move with its layers: the even split's total minus its layers' states (``S``:
+    their prefix sums) and in-flight activations."""
+    fixed = []
+    a = 0
+    for i in range(len(flights)):
+        z = a + even_layers[i]
+        fixed.append(totals[i] - (S[z] - S[a]) - flights[i] * act * (z - a))
+        a = z
+    return fixed
+
+
+@portable
+def balanced_layers(totals, even_layers, states, act, flights):
+    """Layers per stage of the contiguous split with the smallest peak, and among those the one whose smallest stage
+    is largest: exact dynamic programming over the stage boundaries. Stage i holding layers [a, b) costs its fixed
+    bytes (the even split's total minus its layers' costs: embedding, head, buffers, reserve) + the layers' model
+    states + flights[i] micro-batches of their activations (``totals``, ``even_layers``: the even split)."""
+    n = len(states)
+    pp = len(flights)
+    inf = infinity()
+    S = prefix_sums(states)
+    fixed = fixed_costs(totals, even_layers, S, act, flights)
+    best = [0.0]
+    for b in range(n):
+        best.append(inf)
+    arg = []
+    for i in range(pp):
+        nxt = []
+        at = []
+        for b in range(n + 1):
+            top = inf
+            where = 0
+            for a in range(b):
+                c = max(best[a], fixed[i] + (S[b] - S[a]) + flights[i] * act * (b - a))
+                if c < top:
+                    top = c
+                    where = a
+            nxt.append(top)
+            at.append(where)
+        arg.append(at)
+        best = nxt
+    target = best[n] * (1 + 1e-12)
+    low = [inf]
+    for b in range(n):
+        low.append(-inf)
+    arg2 = []
+    for i in range(pp):
+        nxt = []
+        at = []
+        for b in range(n + 1):
+            top = -inf
+            where = 0
+            for a in range(b):
+                c = fixed[i] + (S[b] - S[a]) + flights[i] * act * (b - a)
+                if c <= target and min(low[a], c) > top:
+                    top = min(low[a], c)
+                    where = a
+            nxt.append(top)
+            at.append(where)
+        arg2.append(at)
+        low = nxt
+    bounds = []
+    z = n
+    for i in range(pp - 1, -1, -1):
+        a = arg2[i][z] if low[n] > -inf else arg[i][z]
+        bounds.append(z - a)
+        z = a
+    bounds.reverse()
+    return bounds
 
 
 @checked_call
@@ -286,64 +382,14 @@ def balance_pipeline(model: ModelSpec | str, plan: ParallelPlan | None = None, s
         raise InvalidValueError("buckets", "ddp", "DDP buckets copy every gradient (not a fixed cost); pipelines use "
                                                   "Megatron's or DeepSpeed's buffers: 'auto', 'deepspeed' or 'none'")
     states, act = _layer_costs(spec, plan, seq, convention, precision, optimizer, kwargs.get("moe_layers"))
-    layers = _balanced_layers(*_stage_costs(plan, even, states, act))
+    flights = [float(PL.in_flight(plan.pp, i, plan.n_micro, plan.schedule)) for i in range(plan.pp)]
+    layers = tuple(balanced_layers([x.total for x in even.stages], list(even.stage_layers), states, act, flights))
     bal = plan_memory(spec, plan, seq, stage_layers=layers, **common)
     if max(x.total for x in bal.stages) > even.total:  # cannot happen up to rounding; keep the even split then
         bal = even
     return PipelineBalance(spec.name, plan, bal.stage_layers, bal.stages, even.stage_layers, even.stages, cap,
                            balance_verdict([x.total for x in bal.stages], cap, peak_share),
                            balance_verdict([x.total for x in even.stages], cap, peak_share))
-
-
-def _stage_costs(plan: ParallelPlan, even: PlanMemory, states: list[float], act: float):
-    """``cost[i][a, z]``: bytes of stage i holding layers [a, z) (its fixed costs -- the even split's total minus
-    its layers' costs: embedding, head, buffers, reserve -- plus the layers' states and in-flight activations),
-    and which (a, z) hold at least one layer."""
-    import numpy as np
-
-    n, pp = len(states), plan.pp
-    S = np.concatenate([[0.0], np.cumsum(states)])
-    flights = [float(PL.in_flight(pp, i, plan.n_micro, plan.schedule)) for i in range(pp)]
-    fixed = []
-    for i, bd in enumerate(even.stages):
-        a, z = sum(even.stage_layers[:i]), sum(even.stage_layers[:i + 1])
-        fixed.append(bd.total - (S[z] - S[a]) - flights[i] * act * (z - a))
-    idx = np.arange(n + 1)
-    lay = idx[None, :] - idx[:, None]                      # layers in [a, b)
-    cost = [fixed[i] + (S[None, :] - S[:, None]) + flights[i] * act * lay for i in range(pp)]
-    return cost, lay >= 1
-
-
-def _balanced_layers(cost: list, valid) -> tuple[int, ...]:
-    """Layers per stage of the split with the smallest peak (dynamic programming over the boundaries), and among
-    those the one whose smallest stage is largest (a second pass)."""
-    import numpy as np
-
-    pp, n = len(cost), valid.shape[0] - 1
-    INF = np.inf
-    best = np.full(n + 1, INF)
-    best[0] = 0.0
-    arg = []
-    for i in range(pp):
-        c = np.where(valid, np.maximum(best[:, None], cost[i]), INF)
-        arg.append(np.argmin(c, axis=0))
-        best = c.min(axis=0)
-    target = best[n] * (1 + 1e-12)
-    # second pass: among splits with peak <= target, maximise the smallest stage
-    low = np.full(n + 1, -INF)
-    low[0] = INF
-    arg2 = []
-    for i in range(pp):
-        ok = valid & (cost[i] <= target)
-        c = np.where(ok, np.minimum(low[:, None], cost[i]), -INF)
-        arg2.append(np.argmax(c, axis=0))
-        low = c.max(axis=0)
-    bounds, z = [], n
-    for i in reversed(range(pp)):
-        a = int(arg2[i][z]) if np.isfinite(low[n]) else int(arg[i][z])
-        bounds.append(z - a)
-        z = a
-    return tuple(reversed(bounds))
 
 
 # --- plan search -----------------------------------------------------------------------------------------

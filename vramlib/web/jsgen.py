@@ -33,11 +33,12 @@ import sympy as sp
 from sympy.printing.jscode import JavascriptCodePrinter
 
 from ..present.jsdata import _key, to_json
+from .portablegen import portable_js
 
 JS_DIR = Path(__file__).resolve().parent / "js"
 """Hand-written orchestration (``core.js`` first, then one file per calculator) and the stylesheet."""
 
-SKIP_MODULES = ("cli", "jsgen", "sphinxext", "widgets", "exercise_bank", "exercises", "sharding")
+SKIP_MODULES = ("cli", "jsgen", "sphinxext", "widgets", "exercise_bank", "exercises", "sharding", "portable", "portablegen")
 """vramlib modules not scanned for expressions (entry points, UI, this generator; ``sharding``'s expressions reach
 the page as ``VL.parallel``, which imports them)."""
 
@@ -198,7 +199,7 @@ def catalogue_json() -> dict[str, Any]:
             "SAMPLER_BYTES_PER_LOGIT", "DRIVER_RESERVED", "CUDA_CONTEXT", "NCCL_MEMORY", "NON_TORCH_MEMORY",
             "CUDA_GRAPH_MEMORY", "GRAPH_ACCOUNTING", "DRIVER_KEY", "UNUSED_KEY", "_VLLM_KV_NAMES")),
         "parallel": {**_module_constants("parallel", (
-            "ZERO_STAGE_FLAGS", "ZERO_STAGES", "BUCKETS", "OFFLOAD", "SCHEDULES", "DEEPSPEED_REDUCE_BUCKET",
+            "ZERO_STAGE_FLAGS", "ZERO_STAGES", "BUCKETS", "OFFLOAD", "SCHEDULES", "GATHER_BYTES_PER_PARAM", "DEEPSPEED_REDUCE_BUCKET",
             "DEEPSPEED_ALLGATHER_BUCKET", "DEEPSPEED_PREFETCH_BUCKET")), "CONV_BYTES": conv_bytes_table()},
         "planning": {"BALANCE": _fraction_defaults("planning.balance_verdict", ("peak_share", "good_spread", "ok_spread"))},
         "units": _module_constants("units", ("GB", "GiB", "MB", "MiB", "_UNITS")),
@@ -210,7 +211,7 @@ def catalogue_json() -> dict[str, Any]:
 
 
 DEFAULTS_OF = (
-    "parallel.plan_memory", "parallel.ParallelPlan", "planning.balance_verdict", "training.training_memory",
+    "parallel.plan_memory", "parallel.ParallelPlan", "planning.balance_verdict", "planning.balance_pipeline", "training.training_memory",
     "training.lora_params", "inference.inference_memory", "feasibility.largest_fitting",
     "training_feasibility.max_seq_for_training", "design.evaluate_design", "serving.ServingConfig",
     "widgets.finetune.finetune_plan", "widgets.finetune.finetune_compute", "widgets.parallel.plan_memory_compute",
@@ -299,6 +300,7 @@ def build_js() -> str:
     parts = [head, "(function () {\n\"use strict\";\n", (JS_DIR / "core.js").read_text(),
              "\n/* ---- generated from the sympy expressions ---- */\n", formulas,
              f"\nVL.unprintable = {json.dumps(failed)};\n",
+             "\n/* ---- portable code compiled from Python, exact expressions (portablegen) ---- */\n", portable_js(),
              "\n/* ---- catalogues exported from vramlib ---- */\n", f"VL.data = {data};\n"]
     for path in js_sources()[1:]:
         parts += [f"\n/* ---- {path.name} ---- */\n", path.read_text()]

@@ -23,23 +23,107 @@ VL.fn = function (label, args, f) {
 VL.unavailable = function (label) {
   return function () { throw new Error(label + ": sympy could not print it to JavaScript"); };
 };
-/* formulas.to_int_bytes: round an exact byte count up (float noise within 1e-9 relative is an integer) */
+/* formulas.to_int_bytes: round an exact byte count up (float noise within 1e-12 relative is an integer: far above a
+ * double's rounding, far below a fraction of a byte of a 10^11-byte value) */
 VL.toIntBytes = function (x) {
   var r = Math.round(x);
-  if (Math.abs(x - r) <= 1e-9 * Math.max(1, Math.abs(x))) { return r; }
+  if (Math.abs(x - r) <= 1e-12 * Math.max(1, Math.abs(x))) { return r; }
   return Math.ceil(x);
 };
 VL.int = function (x) { /* Python int(): truncate, but an exact integer stays itself */
   var r = Math.round(x);
-  if (Math.abs(x - r) <= 1e-9 * Math.max(1, Math.abs(x))) { return r; }
+  if (Math.abs(x - r) <= 1e-12 * Math.max(1, Math.abs(x))) { return r; }
   return Math.trunc(x);
 };
 VL.floor = function (x) {
   var r = Math.round(x);
-  if (Math.abs(x - r) <= 1e-9 * Math.max(1, Math.abs(x))) { return r; }
+  if (Math.abs(x - r) <= 1e-12 * Math.max(1, Math.abs(x))) { return r; }
   return Math.floor(x);
 };
 VL.sum = function (xs) { var s = 0; for (var i = 0; i < xs.length; i++) { s += xs[i]; } return s; };
+
+/* ---- exact rationals (BigInt numerator / denominator): the browser side of vramlib.core.portable's q_* runtime and of
+ * the exact expressions VL.exact (vramlib/web/portablegen.py). vramlib sums bytes as Fractions and rounds up once
+ * (formulas.to_int_bytes); a float sum can land a byte away. ---- */
+function gcd(a, b) { while (b) { var r = a % b; a = b; b = r; } return a < 0n ? -a : a; }
+function Q(n, d) {
+  n = BigInt(n); d = d === undefined ? 1n : BigInt(d);
+  if (d === 0n) { throw new Error("division by zero in an exact value"); }
+  if (d < 0n) { n = -n; d = -d; }
+  var g = gcd(n, d) || 1n;
+  return { n: n / g, d: d / g, q: true };
+}
+VL.Q = Q;
+Q.from = function (x) {  /* Fraction(x): a Q stays itself, a double is read exactly (its binary value) */
+  if (x !== null && typeof x === "object" && x.q) { return x; }
+  if (typeof x === "boolean") { return Q(x ? 1 : 0); }
+  if (typeof x !== "number" || !isFinite(x)) { throw new Error("not an exact number: " + x); }
+  var d = 1n;
+  while (!Number.isInteger(x)) { x *= 2; d *= 2n; }
+  return Q(BigInt(x), d);
+};
+Q.of = function (x, D) {  /* a generated float value known to be an integer / D */
+  var y = Math.round(x * D);
+  if (!Number.isSafeInteger(y)) { throw new Error("exact value out of range: " + x); }
+  return Q(y, D);
+};
+Q.add = function (a, b) { return Q(a.n * b.d + b.n * a.d, a.d * b.d); };
+Q.sub = function (a, b) { return Q(a.n * b.d - b.n * a.d, a.d * b.d); };
+Q.mul = function (a, b) { return Q(a.n * b.n, a.d * b.d); };
+Q.div = function (a, b) { return Q(a.n * b.d, a.d * b.n); };
+Q.sum = function (xs) { return xs.reduce(Q.add, Q(0)); };
+Q.prod = function (xs) { return xs.reduce(Q.mul, Q(1)); };
+Q.pow = function (a, k) {
+  var r = Q(1), b = k < 0 ? Q(a.d, a.n) : a;
+  for (var j = 0; j < Math.abs(k); j++) { r = Q.mul(r, b); }
+  return r;
+};
+Q.powq = function (a, e) {
+  if (e.d !== 1n) { throw new Error("a fractional power has no exact value"); }
+  return Q.pow(a, Number(e.n));
+};
+Q.cmp = function (a, b) { var x = a.n * b.d - b.n * a.d; return x > 0n ? 1 : (x < 0n ? -1 : 0); };
+Q.min = function (xs) { return xs.reduce(function (a, b) { return Q.cmp(b, a) < 0 ? b : a; }); };
+Q.max = function (xs) { return xs.reduce(function (a, b) { return Q.cmp(b, a) > 0 ? b : a; }); };
+Q.floorq = function (a) { var f = a.n / a.d; if (f * a.d > a.n) { f -= 1n; } return Q(f); };
+Q.ceilq = function (a) { var f = a.n / a.d; if (f * a.d < a.n) { f += 1n; } return Q(f); };
+Q.ceil = function (a) { return Number(Q.ceilq(a).n); };  /* formulas.to_int_bytes */
+Q.num = function (a) {  /* float(Fraction): correctly rounded */
+  if (a.n === 0n) { return 0; }
+  var neg = a.n < 0n, n = neg ? -a.n : a.n, k = 64 - (n.toString(2).length - a.d.toString(2).length), q, r;
+  if (k >= 0) { q = (n << BigInt(k)) / a.d; r = (n << BigInt(k)) - q * a.d; } else {
+    var dd = a.d << BigInt(-k);
+    q = n / dd; r = n - q * dd;
+  }
+  if (r !== 0n) { q |= 1n; }  /* sticky bit below the 53 kept */
+  var x = Number(q) * Math.pow(2, -k);
+  return neg ? -x : x;
+};
+VL.qv = function (v, name, label) {  /* one argument of an exact expression */
+  var x = v[name];
+  if (x === undefined || x === null) { throw new Error("evaluate " + label + ": missing values for " + name); }
+  return Q.from(x);
+};
+/* vramlib.core.portable's runtime, as the compiled portable functions (VL.py) call it */
+VL.portable = {
+  infinity: function () { return Infinity; },
+  ev: function (name, key, vals) {
+    var f = VL.exact[name];
+    if (key !== null && key !== undefined) { f = f[String(key)]; }
+    if (typeof f !== "function") { throw new Error("no shared expression " + name + (key === null ? "" : "[" + key + "]")); }
+    return f(vals);
+  },
+  shared: function (name) {
+    if (!Object.prototype.hasOwnProperty.call(VL.shared, name)) { throw new Error("no shared constant " + name); }
+    return VL.shared[name];
+  },
+  q: Q.from, q_add: function (a, b) { return Q.add(Q.from(a), Q.from(b)); },
+  q_sub: function (a, b) { return Q.sub(Q.from(a), Q.from(b)); },
+  q_mul: function (a, b) { return Q.mul(Q.from(a), Q.from(b)); },
+  q_div: function (a, b) { return Q.div(Q.from(a), Q.from(b)); },
+  q_ceil: function (a) { return Q.ceil(Q.from(a)); }, q_cmp: function (a, b) { return Q.cmp(Q.from(a), Q.from(b)); },
+  q_is_zero: function (a) { return Q.from(a).n === 0n; }, q_float: function (a) { return Q.num(Q.from(a)); }
+};
 
 /* ---- errors (vramlib.core.errors) ---- */
 function VramlibError(message) {
@@ -70,19 +154,13 @@ VL.unknown = function (field, name, allowed) {
 };
 /* inference.allowed_tp / kv_heads_per_gpu's check, in the same words (whole KV heads per GPU, replicated beyond
    their count); generating this check from Python is issue 11's work */
-VL.allowedTp = function (nh, nkv) {
-  var ok = [];
-  for (var k = 1; k <= nh; k++) { if (nh % k === 0 && (nkv % k === 0 || k % nkv === 0)) { ok.push(k); } }
-  return ok;
+VL.allowedTp = function (nh, nkv) { return VL.py.allowed_tp(nh, nkv); };  /* inference.allowed_tp */
+VL.raiseProblem = function (problem) {  /* core.portable.raise_problem: a portable check's [field, value, allowed] */
+  if (problem !== null && problem !== undefined) { throw VL.invalid(problem[0], problem[1], problem[2]); }
 };
 VL.checkTp = function (field, tp, name, nh, nkv) {
   tp = VL.checkPositiveInt(field, tp);
-  var ok = VL.allowedTp(nh, nkv);
-  if (ok.indexOf(tp) < 0) {
-    throw VL.invalid(field, tp, "tensor parallelism does not split " + name + "'s " + nh + " attention heads / " + nkv +
-      " KV heads into whole heads (tp must divide the heads and divide the KV heads or be a multiple of them); " +
-      "allowed: " + ok.join(", "));
-  }
+  VL.raiseProblem(VL.py.tp_problem(field, tp, name + "'s ", nh, nkv));
   return tp;
 };
 VL.checkPositiveInt = function (field, value, allowZero) {

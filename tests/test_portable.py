@@ -1,0 +1,146 @@
+"""The portable code (vramlib.core.portable) is one source: the compiled JavaScript (``VL.py``) and the exact JavaScript
+expressions (``VL.exact``) give Python's numbers, to the byte, in Node.js."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+import vramlib as vl
+from vramlib.core import portable as PT
+from vramlib.memory import sharding as S
+from vramlib.present.jsdata import model_json
+
+from nodejs import js, run_js
+
+MODELS = ["llama-2-7b", "llama-2-70b", "mixtral-8x7b", "gpt2", "falcon-7b", "gemma-2-9b", "source-175b", "phi-3-mini", "qwen2.5-7b"]
+
+
+def _q(x) -> Fraction:
+    return Fraction(int(x["n"]), int(x["d"]))
+
+
+def _models():
+    """Catalogue models, and a MoE with a shared expert (none is catalogued)."""
+    specs = [vl.get_model(m) for m in MODELS if m in vl.catalogue()]
+    return specs + [vl.get_model("mixtral-8x7b").with_(n_shared_experts=1)]
+
+
+def test_largest_module_is_one_rule():
+    reqs, want = [], []
+    for spec in _models():
+        for tp in (1, 2, 8):
+            if spec.n_heads % tp:
+                continue
+            for ep in ((1, 2) if spec.is_moe else (1,)):
+                for stage in ("all", "first", "middle", "last", "single"):
+                    reqs.append(f"VL.py.largest_module(VL.model({js(model_json(spec))}), {tp}, {ep}, {js(stage)})")
+                    want.append(S.largest_module_params(spec, tp, ep, stage))
+    got = run_js(reqs)
+    bad = [(r, g, w) for r, g, w in zip(reqs, got, want) if "ok" not in g or _q(g["ok"]) != w]
+    assert len(reqs) > 50 and not bad, bad[:3]
+
+
+def test_every_shared_expression_is_exact_in_js():
+    """VL.exact.<NAME> at a model's values equals Python's exact value (Fractions, not floats)."""
+    from vramlib.web import portablegen
+
+    portablegen._load_portable_modules()
+    spec = vl.get_model("mixtral-8x7b")
+    vals = {**spec.symbols(), "t": 2, "N_e": 2}
+    reqs, want = [], []
+    for name, value in sorted(PT.SHARED_EXPRESSIONS.items()):
+        items = value.items() if isinstance(value, dict) else [(None, value)]
+        for key, expr in items:
+            need = {s.name for s in expr.free_symbols}
+            if not need <= set(vals):
+                continue
+            reqs.append(f"VL.portable.ev({js(name)}, {js(key)}, {js(vals)})")
+            want.append(PT.ev(name, key, vals))
+    got = run_js(reqs)
+    assert len(reqs) >= 10
+    assert [_q(g["ok"]) if "ok" in g else g for g in got] == want
+
+
+PLANS = [dict(), dict(dp=1, zero=2, convention="deepspeed"), dict(dp=1, zero=3, convention="deepspeed"),
+         dict(dp=4, zero=3, offload_optimizer="cpu", offload_params="cpu"), dict(dp=2, zero=2, offload_optimizer="nvme"),
+         dict(dp=4, zero=3, method="lora", seq=1024), dict(dp=2, zero=1, method="qlora", optimizer="adamw-8bit"),
+         dict(tp=2, pp=4, dp=2, zero=1, n_micro=8, schedule="gpipe", sequence_parallel=True),
+         dict(tp=1, pp=2, dp=2, zero=1, n_micro=4, virtual_stages=2), dict(dp=8, ep=8, zero=2),
+         dict(dp=2, zero=3, gather_buffer=True, overlap_comm=True, buckets="hf-rule"), dict(dp=2, zero=0, buckets="ddp"),
+         dict(tp=2, pp=3, dp=1, zero=0, recompute="full", reserve="1GB", precision="fp16")]
+"""Plans that reach every branch of plan_stages: offload to host and NVMe, LoRA/QLoRA, ZeRO 0-3 and their buckets, the
+gather buffer, pipeline schedules, expert parallelism."""
+
+_PLAN_FIELDS = ("tp", "pp", "dp", "zero", "ep", "sequence_parallel", "recompute", "micro_batch", "n_micro",
+                "virtual_stages", "schedule", "offload_optimizer", "offload_params")
+
+
+def _js_plan(spec, kw) -> str:
+    plan = {k: v for k, v in kw.items() if k in _PLAN_FIELDS}
+    rest = {k: v for k, v in kw.items() if k not in _PLAN_FIELDS and k != "seq"}
+    return (f"(function () {{ var pm = VL.planMemory(VL.model({js(model_json(spec))}), VL.parallelPlan({js(plan)}), "
+            f"{kw.get('seq', 2048)}, {js(rest)}); return [pm.stages.map(function (b) {{ return [b.title, b.parts]; }}), "
+            "pm.host.map(function (b) { return b.parts; }), pm.nvme, pm.stage_layers]; })()")
+
+
+def test_plan_memory_is_one_model():
+    """VL.planMemory (the compiled plan_stages) gives plan_memory's stages, host memory and NVMe bytes to the byte."""
+    reqs, want = [], []
+    for spec in _models():
+        for kw in PLANS:
+            try:
+                pm = vl.plan_memory(spec, **kw)
+            except vl.VramlibError:
+                continue
+            reqs.append(_js_plan(spec, kw))
+            want.append([[[bd.title, [[k, v] for k, v in bd.items()]] for bd in pm.stages],
+                         [[[k, v] for k, v in bd.items()] for bd in pm.host], list(pm.nvme), list(pm.stage_layers)])
+    got = run_js(reqs)
+    bad = [(r[:200], g, w) for r, g, w in zip(reqs, got, want) if g.get("ok") != w]
+    assert len(reqs) > 60 and not bad, bad[:2]
+
+
+def test_balancer_is_one_algorithm():
+    """VL.balancePipeline (the compiled balanced_layers) picks balance_pipeline's split."""
+    reqs, want = [], []
+    for spec in _models():
+        for pp in (2, 3, 4, 8):
+            for kw in (dict(), dict(recompute="selective", n_micro=16), dict(zero=1, dp=2, convention="deepspeed")):
+                tp = 2 if spec.n_heads % 2 == 0 and spec.n_kv_heads % 2 == 0 else 1
+                plan = dict(pp=pp, tp=tp, **{k: v for k, v in kw.items() if k in _PLAN_FIELDS})
+                rest = {k: v for k, v in kw.items() if k not in _PLAN_FIELDS}
+                try:
+                    res = vl.balance_pipeline(spec, vl.ParallelPlan(**plan), 2048, gpu="a100-80gb", **rest)
+                except vl.VramlibError:
+                    continue
+                reqs.append(f"VL.balancePipeline(VL.model({js(model_json(spec))}), VL.parallelPlan({js(plan)}), 2048, "
+                            f"{vl.get_gpu('a100-80gb').memory_bytes}, {js(rest)}).layers")
+                want.append(list(res.layers))
+    got = run_js(reqs)
+    bad = [(r[-120:], g, w) for r, g, w in zip(reqs, got, want) if g.get("ok") != w]
+    assert len(reqs) > 40 and not bad, bad[:3]
+
+
+BAD_PLANS = [dict(dp=2, ep=4), dict(tp=1, sequence_parallel=True), dict(offload_optimizer="cpu"),
+             dict(zero=2, offload_params="cpu"), dict(virtual_stages=2), dict(pp=2, virtual_stages=2, schedule="gpipe"),
+             dict(pp=2, virtual_stages=2, n_micro=3), dict(tp=3), dict(pp=200), dict(pp=3, virtual_stages=2, n_micro=6),
+             dict(dp=4, ep=4), dict(tp=16)]
+"""Plans vramlib refuses: one of each rule of plan_problem and layout_problem."""
+
+
+def test_plan_errors_are_one_set_of_rules():
+    """The browser refuses the same plans with the same one-line messages (the compiled plan_problem / layout_problem)."""
+    reqs, want = [], []
+    for spec in _models():
+        for kw in BAD_PLANS:
+            try:
+                vl.plan_memory(spec, **kw)
+                continue
+            except vl.VramlibError as e:
+                want.append(str(e))
+            plan = {k: v for k, v in kw.items() if k in _PLAN_FIELDS}
+            reqs.append(f"VL.planMemory(VL.model({js(model_json(spec))}), VL.parallelPlan({js(plan)}), 2048, {{}})")
+    got = run_js(reqs)
+    bad = [(g, w) for g, w in zip(got, want) if g.get("err") != w]
+    assert len(reqs) > 60 and not bad, bad[:3]

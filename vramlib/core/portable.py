@@ -1,0 +1,166 @@
+"""Code written once in Python and run in both places: the rules that *combine* expressions (how a plan's memory is
+assembled stage by stage, the pipeline balancer, which module is the largest) are plain Python functions in a small
+subset that ``pscript`` compiles to JavaScript; the static book runs the compiled copy, Python calls the function
+itself. Owned here: the registry and the runtime those functions see.
+
+* :func:`portable` marks such a function (``@portable``); :mod:`vramlib.web.jsgen` compiles every marked function into
+  ``VL.py.<name>``. The subset: dicts read with ``d["key"]`` (no ``len`` of a dict, no dict comprehensions), lists,
+  ``for``/``while``, f-strings, ``min``/``max`` of numbers, plain calls of other portable functions.
+* :func:`share` names the sympy expressions and constants they read: :func:`ev` evaluates a shared expression
+  exactly (Fractions here; the generated exact BigInt functions of ``VL.exact`` in the browser), :func:`shared` reads a
+  shared constant (exported as JSON).
+* Exact rationals are handled only through ``q``, ``q_add``, ``q_sub``, ``q_mul``, ``q_div``, ``q_ceil``,
+  ``q_cmp``, ``q_is_zero``, ``q_float`` (Fractions here, BigInt pairs in ``core.js``), so the same source is exact in
+  both languages.
+
+Used by :mod:`vramlib.memory.sharding`, :mod:`vramlib.plans.parallel` and :mod:`vramlib.solve.planning` (chapters 3,
+4, 9, 11, 12 and every plan calculator of the static book).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any, Callable
+
+import sympy as sp
+
+from . import formulas as F
+
+PORTABLE: dict[str, Callable] = {}
+"""name -> function compiled to ``VL.py.<name>`` (names are unique across vramlib)."""
+
+SHARED_EXPRESSIONS: dict[str, Any] = {}
+"""NAME -> sympy expression, or dict of them, that portable code evaluates with :func:`ev`."""
+
+SHARED_CONSTANTS: dict[str, Any] = {}
+"""NAME -> JSON-able constant that portable code reads with :func:`shared`."""
+
+
+class Fields:
+    """``obj["name"]`` for ``obj.name``: how portable code (which reads dicts, as the browser's JSON objects) sees a
+    Python settings object or ModelSpec."""
+
+    __slots__ = ("_obj",)
+
+    def __init__(self, obj):
+        self._obj = obj
+
+    def __getitem__(self, name: str):
+        return getattr(self._obj, name)
+
+
+def portable(fn: Callable) -> Callable:
+    """Register ``fn`` for compilation to JavaScript (``VL.py.<fn.__name__>``); returns ``fn`` unchanged."""
+    if PORTABLE.get(fn.__name__, fn) is not fn:
+        raise ValueError(f"portable: two functions named {fn.__name__!r}")
+    PORTABLE[fn.__name__] = fn
+    return fn
+
+
+def share(**named) -> None:
+    """Name expressions (sympy, or dicts of them) and constants for portable code; a name is bound once."""
+    for name, value in named.items():
+        is_expr = isinstance(value, sp.Expr) or (isinstance(value, dict) and value and
+                                                 all(isinstance(v, sp.Expr) for v in value.values()))
+        table = SHARED_EXPRESSIONS if is_expr else SHARED_CONSTANTS
+        other = SHARED_CONSTANTS if is_expr else SHARED_EXPRESSIONS
+        if name in other or (name in table and table[name] is not value and table[name] != value):
+            raise ValueError(f"portable.share: {name!r} is already bound to something else")
+        table[name] = value
+
+
+def ev(name: str, key, vals: dict) -> Fraction:
+    """Exact value of the shared expression ``name`` (``key``: the entry of a dict of expressions, else None) at
+    ``vals`` (a dict of ints / Fractions; extra names are ignored)."""
+    expr = SHARED_EXPRESSIONS[name]
+    if key is not None:
+        expr = expr[key]
+    return value_at(expr, vals)
+
+
+def value_at(expr: sp.Expr, vals: dict) -> Fraction:
+    """Exact value of ``expr`` (ints and Fractions in, a Fraction out). Whole Fractions go in as ints, so that an
+    integer-closed expression takes formulas.evaluate's int path."""
+    names = F.argument_names(expr)
+    if not names:
+        return _constant(expr)
+    args = {}
+    for k in names:
+        v = vals[k]
+        args[k] = v.numerator if type(v) is Fraction and v.denominator == 1 else v
+    return Fraction(F.evaluate(expr, **args))
+
+
+_CONSTANTS: dict = {}
+
+
+def _constant(expr: sp.Expr) -> Fraction:
+    got = _CONSTANTS.get(expr)
+    if got is None:
+        got = _CONSTANTS[expr] = Fraction(int(sp.Integer(expr))) if expr.is_Integer else Fraction(str(expr))
+    return got
+
+
+def shared(name: str):
+    """A shared constant (what :func:`share` bound)."""
+    return SHARED_CONSTANTS[name]
+
+
+# --- exact rationals: the only arithmetic portable code does on byte counts ------------------------------------
+def q(x) -> Fraction:
+    """An exact rational from an int, a float (its exact binary value) or a Fraction."""
+    return x if type(x) is Fraction else Fraction(x)
+
+
+def q_add(a, b) -> Fraction:
+    return a + b
+
+
+def q_sub(a, b) -> Fraction:
+    return a - b
+
+
+def q_mul(a, b) -> Fraction:
+    return a * b
+
+
+def q_div(a, b) -> Fraction:
+    return Fraction(a) / b
+
+
+def q_ceil(a) -> int:
+    """Round up to a whole byte (formulas.to_int_bytes)."""
+    return F.to_int_bytes(a)
+
+
+def q_cmp(a, b) -> int:
+    return (a > b) - (a < b)
+
+
+def q_is_zero(a) -> bool:
+    return a == 0
+
+
+def q_float(a) -> float:
+    """The double nearest the exact value (``float(Fraction)``, correctly rounded)."""
+    return float(a)
+
+
+def infinity() -> float:
+    """+inf (``float("inf")`` does not compile: JavaScript spells it Infinity)."""
+    return float("inf")
+
+
+def raise_problem(problem) -> None:
+    """Raise the one-line error a portable check returned (``[field, value, what is allowed]``); None passes. The
+    browser's ``VL.raiseProblem`` throws the same message."""
+    if problem is not None:
+        from .errors import InvalidValueError
+
+        raise InvalidValueError(problem[0], problem[1], problem[2])
+
+
+RUNTIME = ("infinity", "ev", "shared", "q", "q_add", "q_sub", "q_mul", "q_div", "q_ceil", "q_cmp", "q_is_zero", "q_float")
+"""The names portable code may call besides other portable functions (``core.js`` defines their JS side)."""
+
+__all__ = ["Fields", "PORTABLE", "RUNTIME", "SHARED_CONSTANTS", "SHARED_EXPRESSIONS", "shared", "ev", "portable", "q", "q_add",
+           "q_ceil", "q_cmp", "q_div", "q_float", "q_is_zero", "q_mul", "q_sub", "raise_problem", "share", "shared", "value_at"]
