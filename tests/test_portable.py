@@ -2,6 +2,7 @@
 expressions (``VL.exact``) give Python's numbers, to the byte, in Node.js."""
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 import pytest
@@ -144,3 +145,30 @@ def test_plan_errors_are_one_set_of_rules():
     got = run_js(reqs)
     bad = [(g, w) for g, w in zip(got, want) if g.get("err") != w]
     assert len(reqs) > 60 and not bad, bad[:3]
+
+
+def test_bookshelf_is_drawn_once():
+    """The static book's bookshelf (the compiled layout_items, shelf_svg, shelves_html ...) is Python's, character for
+    character: the SVG, the words and the tables of every shelf."""
+    from vramlib.present.widgets import bookshelf as W
+
+    data = W.bookshelf_js_data()
+    reqs, want = [], []
+    cases = [("llama-3.1-8b", p, g, t) for p in ("bf16", "fp32", "int8", "nf4-dq", "q4_k_m", "awq-4bit-g128")
+             for g in ("rtx-4090", "t4", "a100-80gb") for t in ("inference", "both")]
+    cases += [("gpt2", "fp16", "t4", "both"), ("llama-2-70b", "bf16", "a100-80gb", "training"),
+              ("mixtral-8x7b", "int8", "h100-sxm-80gb", "inference"), ("qwen2.5-0.5b", "fp16", "rtx-4090", "both")]
+    for model, prec, gpu, task in cases:
+        m = vl.get_model(model)
+        args = dict(model=model, n_heads=m.n_heads, n_kv_heads=m.n_kv_heads, weights=prec, tokens=4096, gpu=gpu,
+                    task=task, batch=2)
+        try:
+            want.append(W.bookshelf_render(W.bookshelf_compute(**args)))
+        except vl.VramlibError as e:
+            want.append(str(e))
+        reqs.append(f"VL.calcs.bookshelf({js(dict(args, js_data=data))}).render()")
+    got = run_js(reqs)
+    # the browser's tables carry data-component / data-bytes attributes for the browser tests: not part of the picture
+    tag = re.compile(r" data-component='[^']*' data-bytes='[^']*'| data-total='[0-9]*'")
+    bad = [(c, g.get("err"), w[:80]) for c, g, w in zip(cases, got, want) if tag.sub("", g.get("ok", g.get("err"))) != w]
+    assert len(reqs) > 30 and not bad, bad[:3]

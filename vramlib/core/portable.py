@@ -159,7 +159,30 @@ def raise_problem(problem) -> None:
         raise InvalidValueError(problem[0], problem[1], problem[2])
 
 
-RUNTIME = ("infinity", "ev", "shared", "q", "q_add", "q_sub", "q_mul", "q_div", "q_ceil", "q_cmp", "q_is_zero", "q_float")
+# --- formatting, as Python formats (JavaScript's side in core.js follows Python's rules: round-half-even ties ...) -----
+def fmt_fixed(x, digits: int, commas: bool = False) -> str:
+    """``f"{x:.{digits}f}"``, or ``f"{x:,.{digits}f}"`` with thousands separators."""
+    return f"{x:,.{digits}f}" if commas else f"{x:.{digits}f}"
+
+
+def fmt_g(x, digits: int) -> str:
+    """``f"{x:.{digits}g}"``."""
+    return f"{x:.{digits}g}"
+
+
+def escape(text: str) -> str:
+    """``html.escape(text)`` (quotes too)."""
+    import html
+
+    return html.escape(text)
+
+
+def round_even(x) -> int:
+    """Python's ``round(x)``: the nearest integer, ties to even."""
+    return round(x)
+
+
+RUNTIME = ("fmt_fixed", "fmt_g", "escape", "round_even", "infinity", "ev", "shared", "q", "q_add", "q_sub", "q_mul", "q_div", "q_ceil", "q_cmp", "q_is_zero", "q_float")
 """The names portable code may call besides other portable functions (``core.js`` defines their JS side)."""
 
 __all__ = ["Fields", "PORTABLE", "RUNTIME", "SHARED_CONSTANTS", "SHARED_EXPRESSIONS", "shared", "ev", "portable", "q", "q_add",

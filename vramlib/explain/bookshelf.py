@@ -16,15 +16,17 @@ Used in: chapter 14.
 """
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 from ..memory.breakdown import Breakdown
 from ..core.errors import InvalidValueError, check_positive_int
 from ..catalog.precision import get_precision, precision_names
 from ..core.units import gb, gib
 from ..catalog.hardware import capacity_bytes
+from ..core.portable import escape, fmt_fixed, fmt_g, infinity, portable, round_even, share, shared
+from ..core.units import GB, GiB
 
 # --- what each Breakdown component is on the shelf ---------------------------------------------------------
 
@@ -72,12 +74,13 @@ _TECHNICAL = {"fittings": "reserve: CUDA context, framework", "books": "weights"
               "cart": "ZeRO-3 gather buffer", "other": "other"}
 
 
-def component_kind(name: str) -> str:
+@portable
+def component_kind(name):
     """The furniture kind of a Breakdown component name (``"kv cache"`` -> ``"notes"``)."""
     key = name.split(" (")[0].strip().lower()
-    for prefix, kind in _COMPONENT_KIND:
-        if key == prefix or key.startswith(prefix + " "):
-            return kind
+    for pair in shared("COMPONENT_KIND"):
+        if key == pair[0] or key.startswith(pair[0] + " "):
+            return pair[1]
     return "other"
 
 
@@ -103,16 +106,39 @@ _QUALITY = (  # (minimum bits, name, colours)
 )
 
 
+_BOOK_PLAIN = {"quantization constants": "the key to the compact print",
+               "unquantized tensors": "pages a compact edition keeps in full colour"}
+"""The words of the book components that are not the main volumes."""
+
+_CONSTANTS_COLOUR = "#c8ad7f"
+"""The one thin tan volume of the quantization constants."""
+
+
+share(COMPONENT_KIND=[list(x) for x in _COMPONENT_KIND], SHELF_ORDER=list(_ORDER), TECHNICAL=dict(_TECHNICAL),
+      QUALITY=[[low, name, list(colours)] for low, name, colours in _QUALITY], BOOK_PLAIN=dict(_BOOK_PLAIN),
+      CONSTANTS_COLOUR=_CONSTANTS_COLOUR, GB=GB, GiB=GiB,
+      FURNITURE={k: {"thing": f.thing, "plain": f.plain, "colour": f.colour, "height": f.height}
+                 for k, f in _FURNITURE.items()})
+
+
 def print_quality(precision: str) -> PrintQuality:
     """Print quality of books stored in ``precision`` (a vramlib format name)."""
     p = get_precision(precision, field="precision")
-    bits = float(p.bits)
-    for low, name, colours in _QUALITY:
-        if bits >= low:
-            per = float(Fraction(p.bits) / 8)
-            size = f"{per:.3g} byte" + ("" if per == 1 else "s")
-            return PrintQuality(p.name, bits, name, f"{name} ({p.name}, {size} a number)", colours)
-    raise AssertionError("unreachable")  # pragma: no cover  (the last row's minimum is 0)
+    q = quality_of(p.name, float(p.bits))
+    return PrintQuality(q["precision"], q["bits"], q["name"], q["plain"], tuple(q["spine_colours"]))
+
+
+@portable
+def quality_of(precision, bits):
+    """The print quality of ``bits``-bit books as a dict (:class:`PrintQuality`'s fields): the first row of the
+    quality table whose minimum the bits reach."""
+    for row in shared("QUALITY"):
+        if bits >= row[0]:
+            per = bits / 8
+            size = fmt_g(per, 3) + " byte" + ("" if per == 1 else "s")
+            return {"precision": precision, "bits": bits, "name": row[1],
+                    "plain": row[1] + " (" + precision + ", " + size + " a number)", "spine_colours": row[2]}
+    return None
 
 
 def guess_precision(breakdown: Breakdown) -> str:
@@ -172,23 +198,27 @@ class Shelf:
     volumes: int
     title: str = ""
 
+    @cached_property
+    def _totals(self) -> dict:
+        return shelf_totals([i.nbytes for i in self.items], self.capacity_bytes)
+
     @property
     def total_bytes(self) -> int:
-        return sum(i.nbytes for i in self.items)
+        return self._totals["total_bytes"]
 
     @property
     def fits(self) -> bool:
-        return self.total_bytes <= self.capacity_bytes
+        return self._totals["fits"]
 
     @property
     def overflow_bytes(self) -> int:
         """Bytes hanging off the end of the shelf (0 when it fits)."""
-        return max(0, self.total_bytes - self.capacity_bytes)
+        return self._totals["overflow_bytes"]
 
     @property
     def free_bytes(self) -> int:
         """Empty shelf left (0 when it does not fit)."""
-        return max(0, self.capacity_bytes - self.total_bytes)
+        return self._totals["free_bytes"]
 
     @property
     def book_bytes(self) -> int:
@@ -198,7 +228,16 @@ class Shelf:
     @property
     def shelves_needed(self) -> float:
         """Total over capacity: how many such shelves the workload would fill."""
-        return self.total_bytes / self.capacity_bytes
+        return self._totals["shelves_needed"]
+
+    def view(self) -> dict:
+        """The shelf as portable code reads it (the browser's shelf object: :func:`make_shelf`)."""
+        items = [{"component": i.component, "kind": i.kind, "thing": i.thing, "plain": i.plain,
+                  "technical": i.technical, "nbytes": i.nbytes, "start": i.start} for i in self.items]
+        q = self.quality
+        return make_shelf(items, self.capacity_bytes, {"precision": q.precision, "bits": q.bits, "name": q.name,
+                                                       "plain": q.plain, "spine_colours": list(q.spine_colours)},
+                          self.volumes, self.title)
 
     def by_kind(self) -> dict[str, int]:
         """Bytes per furniture kind, in shelf order."""
@@ -220,20 +259,63 @@ def shelf_layout(breakdown: Breakdown, capacity, precision: str | None = None, v
     cap = capacity_bytes(capacity, field="capacity")
     volumes = check_positive_int("volumes", volumes)
     quality = print_quality(precision or guess_precision(breakdown))
-    comps = [(name, component_kind(name), v) for name, v in breakdown.items() if v]
-    comps.sort(key=lambda c: _ORDER.index(c[1]))  # stable: equal kinds keep the Breakdown's order
-    items, pos = [], 0
-    for name, kind, v in comps:
-        f = _FURNITURE[kind]
-        technical = name if kind in ("books", "other") else _TECHNICAL[kind]
-        plain = f.plain
-        if kind == "books":
-            low = name.split(" (")[0].lower()
-            plain = {"quantization constants": "the key to the compact print",
-                     "unquantized tensors": "pages a compact edition keeps in full colour"}.get(low, f.plain)
-        items.append(ShelfItem(name, kind, f.thing, plain, technical, v, pos))
-        pos += v
-    return Shelf(tuple(items), cap, quality, volumes, breakdown.title)
+    items = tuple(ShelfItem(**x) for x in layout_items([[k, v] for k, v in breakdown.items()]))
+    return Shelf(items, cap, quality, volumes, breakdown.title)
+
+
+@portable
+def layout_items(parts):
+    """The items of a shelf from ``[[component, bytes]]`` (a Breakdown's order): zero-byte components left out, the
+    rest in shelf order (SHELF_ORDER; equal kinds keep their order), each with its words and its start in bytes."""
+    order = shared("SHELF_ORDER")
+    comps = []
+    for j in range(len(parts)):
+        if parts[j][1]:
+            kind = component_kind(parts[j][0])
+            comps.append([order.index(kind) * (len(parts) + 1) + j, parts[j][0], kind, parts[j][1]])
+    comps.sort(key=lambda c: c[0])
+    items = []
+    pos = 0
+    for c in comps:
+        f = shared("FURNITURE")[c[2]]
+        plain = f["plain"]
+        if c[2] == "books":
+            low = c[1].split(" (")[0].lower()
+            if low in shared("BOOK_PLAIN"):
+                plain = shared("BOOK_PLAIN")[low]
+        technical = c[1] if c[2] in ("books", "other") else shared("TECHNICAL")[c[2]]
+        items.append({"component": c[1], "kind": c[2], "thing": f["thing"], "plain": plain, "technical": technical,
+                      "nbytes": c[3], "start": pos})
+        pos += c[3]
+    return items
+
+
+@portable
+def make_shelf(items, capacity, quality, volumes, title):
+    """A laid-out shelf as a dict (what the SVG and the words read): the items with their ends, the capacity, the
+    print quality (:func:`quality_of`), the volumes, the title and :func:`shelf_totals`."""
+    placed = []
+    for i in items:
+        d = dict(i)
+        d["end"] = i["start"] + i["nbytes"]
+        placed.append(d)
+    out = shelf_totals([i["nbytes"] for i in items], capacity)
+    out["items"] = placed
+    out["capacity_bytes"] = capacity
+    out["quality"] = quality
+    out["volumes"] = volumes
+    out["title"] = title
+    return out
+
+
+@portable
+def shelf_totals(sizes, capacity):
+    """Total, fits, overflow (past the end), free shelf and shelves' worth of items of ``sizes`` bytes."""
+    total = 0
+    for n in sizes:
+        total += n
+    return {"total_bytes": total, "fits": total <= capacity, "overflow_bytes": max(0, total - capacity),
+            "free_bytes": max(0, capacity - total), "shelves_needed": total / capacity}
 
 
 # --- counting shelves ------------------------------------------------------------------------------------------
@@ -298,12 +380,13 @@ def glossary_rows(inference_bd: Breakdown, training_bd: Breakdown, capacity, pre
 # --- words -------------------------------------------------------------------------------------------------------
 
 
-def fmt_gb(n_bytes: int) -> str:
+@portable
+def fmt_gb(n_bytes):
     """GB for a reader: one decimal from 1 GB up, two below, "under 0.01 GB" for crumbs."""
-    v = gb(n_bytes)
+    v = n_bytes / shared("GB")
     if v >= 0.95:
-        return f"{v:,.1f} GB"
-    return f"{v:.2f} GB" if v >= 0.005 else "under 0.01 GB"
+        return fmt_fixed(v, 1, True) + " GB"
+    return fmt_fixed(v, 2, False) + " GB" if v >= 0.005 else "under 0.01 GB"
 
 
 _g = fmt_gb
@@ -311,37 +394,71 @@ _g = fmt_gb
 
 def verdict(shelf: Shelf) -> str:
     """One line: fits with so much free, or overflows by so much."""
-    if shelf.fits:
-        return f"Fits: {_g(shelf.total_bytes)} on a {_g(shelf.capacity_bytes)} shelf, {_g(shelf.free_bytes)} free."
-    return (f"Does not fit: {_g(shelf.total_bytes)} on a {_g(shelf.capacity_bytes)} shelf; "
-            f"{_g(shelf.overflow_bytes)} hangs off the end ({shelf.shelves_needed:.1f} shelves' worth).")
+    return shelf_verdict(shelf.view())
 
 
-def _is_main_books(item: ShelfItem) -> bool:
-    return item.kind == "books" and item.component.split(" (")[0].lower() in ("weights", "base weights")
+@portable
+def shelf_verdict(s):
+    """:func:`verdict` of a shelf as portable code reads it (:meth:`Shelf.view`)."""
+    if s["fits"]:
+        return ("Fits: " + fmt_gb(s["total_bytes"]) + " on a " + fmt_gb(s["capacity_bytes"]) + " shelf, " +
+                fmt_gb(s["free_bytes"]) + " free.")
+    return ("Does not fit: " + fmt_gb(s["total_bytes"]) + " on a " + fmt_gb(s["capacity_bytes"]) + " shelf; " +
+            fmt_gb(s["overflow_bytes"]) + " hangs off the end (" + fmt_fixed(s["shelves_needed"], 1, False) +
+            " shelves' worth).")
+
+
+@portable
+def is_main_books(item):
+    """The main volumes (weights, base weights), not the quantization constants or unquantized tensors."""
+    return item["kind"] == "books" and item["component"].split(" (")[0].lower() in ("weights", "base weights")
 
 
 def legend_rows(shelf: Shelf, plain: bool = True) -> list[tuple[str, str, str]]:
     """(component, label, GB text) per item: plain words with the technical term in brackets, or the term alone."""
+    return [tuple(r) for r in shelf_legend(shelf.view(), plain)]
+
+
+@portable
+def shelf_legend(s, plain):
+    """:func:`legend_rows` of a shelf view."""
     rows = []
-    for i in shelf.items:
-        thing = f"books in {shelf.quality.plain}" if _is_main_books(i) else i.thing
-        label = f"{thing}: {i.plain} ({i.technical})" if plain else i.technical
-        rows.append((i.component, label, _g(i.nbytes)))
+    for i in s["items"]:
+        thing = "books in " + s["quality"]["plain"] if is_main_books(i) else i["thing"]
+        label = thing + ": " + i["plain"] + " (" + i["technical"] + ")" if plain else i["technical"]
+        rows.append([i["component"], label, fmt_gb(i["nbytes"])])
     return rows
 
 
 def shelf_alt_text(shelf: Shelf) -> str:
     """A plain-language description of a laid-out shelf, with every number in GB."""
-    cap = shelf.capacity_bytes
-    parts = [f"{size} of {label}" for _, label, size in legend_rows(shelf, plain=True)]
-    things = "; ".join(parts) if parts else "nothing"
-    head = (f"A bookshelf {gb(cap):,.1f} GB long ({gib(cap):,.1f} GiB), standing for the GPU's memory. "
-            f"On it, from left to right: {things}. In all {_g(shelf.total_bytes)}: ")
-    if shelf.fits:
-        return head + f"it fits, with {_g(shelf.free_bytes)} of shelf left empty."
-    return head + (f"it does not fit; {_g(shelf.overflow_bytes)} hangs off the end of the shelf, drawn in red: "
-                   f"the workload would fill {shelf.shelves_needed:.1f} such shelves.")
+    return shelf_words(shelf.view())
+
+
+@portable
+def shelf_length(capacity):
+    """The shelf's length in words: "24.6 GB (22.9 GiB)"."""
+    return (fmt_fixed(capacity / shared("GB"), 1, True) + " GB (" + fmt_fixed(capacity / shared("GiB"), 1, True) +
+            " GiB)")
+
+
+@portable
+def shelf_words(s):
+    """:func:`shelf_alt_text` of a shelf view."""
+    parts = [r[2] + " of " + r[1] for r in shelf_legend(s, True)]
+    things = "; ".join(parts) if len(parts) else "nothing"
+    cap = s["capacity_bytes"]
+    head = ("A bookshelf " + fmt_fixed(cap / shared("GB"), 1, True) + " GB long (" +
+            fmt_fixed(cap / shared("GiB"), 1, True) + " GiB), standing for the GPU's memory. On it, from left to "
+            "right: " + things + ". In all " + fmt_gb(s["total_bytes"]) + ": ")
+    if s["fits"]:
+        return head + "it fits, with " + fmt_gb(s["free_bytes"]) + " of shelf left empty."
+    return (head + "it does not fit; " + fmt_gb(s["overflow_bytes"]) + " hangs off the end of the shelf, drawn in red: "
+            "the workload would fill " + fmt_fixed(s["shelves_needed"], 1, False) + " such shelves.")
+
+
+def _main_books(item: ShelfItem) -> bool:
+    return is_main_books({"kind": item.kind, "component": item.component})
 
 
 def stack_alt_text(shelves, labels) -> str:
@@ -370,10 +487,6 @@ def alt_text(breakdown: Breakdown, capacity, precision: str | None = None, volum
 _RED = "#c62828"
 
 
-def _tiles(width: float, unit: float, at_least: int = 1) -> int:
-    return max(at_least, round(width / unit)) if width > 0 else 0
-
-
 def _draw_books(ax, x0: float, width: float, n: int, colours, height: float, gid: str, pale: bool = False):
     """``n`` volumes filling exactly [x0, x0 + width]; each volume is one Rectangle with ``gid``."""
     from matplotlib.patches import Rectangle
@@ -400,12 +513,12 @@ def _draw_item(ax, item: ShelfItem, shelf: Shelf, unit: float) -> None:
         if low in ("weights", "base weights"):
             _draw_books(ax, x0, w, shelf.volumes, shelf.quality.spine_colours, f.height, "books")
         elif low == "unquantized tensors":  # kept in 16 bits: colour, even among greyscale paperbacks
-            _draw_books(ax, x0, w, _tiles(w, unit * 0.6), _QUALITY[1][2], f.height * 0.97, "books")
+            _draw_books(ax, x0, w, tile_count(w, unit * 0.6, 1), _QUALITY[1][2], f.height * 0.97, "books")
         else:  # quantization constants: one thin tan volume
-            _draw_books(ax, x0, w, 1, ("#c8ad7f",), f.height * 0.8, "books")
+            _draw_books(ax, x0, w, 1, (_CONSTANTS_COLOUR,), f.height * 0.8, "books")
         return
     ax.add_patch(Rectangle((x0, 0), w, h, facecolor="none", edgecolor="none", gid=item.kind))
-    n = _tiles(w, unit)
+    n = tile_count(w, unit, 1)
     if not n:
         return
     tw = w / n
@@ -449,16 +562,25 @@ def _draw_item(ax, item: ShelfItem, shelf: Shelf, unit: float) -> None:
 
 def item_colour(item: ShelfItem, shelf: Shelf) -> str:
     """The colour that stands for an item in legends (books: their print quality's first spine colour)."""
-    if _is_main_books(item):
-        return shelf.quality.spine_colours[0]
-    if item.kind == "books":
-        return _QUALITY[1][2][0] if item.component.lower().startswith("unquantized") else "#c8ad7f"
-    return _FURNITURE[item.kind].colour
+    q = shelf.quality
+    return colour_of({"kind": item.kind, "component": item.component}, {"quality": {"spine_colours": q.spine_colours}})
+
+
+@portable
+def colour_of(item, s):
+    """:func:`item_colour` of an item of a shelf view."""
+    if is_main_books(item):
+        return s["quality"]["spine_colours"][0]
+    if item["kind"] == "books":
+        return shared("QUALITY")[1][2][0] if item["component"].lower().startswith("unquantized") else \
+            shared("CONSTANTS_COLOUR")
+    return shared("FURNITURE")[item["kind"]]["colour"]
 
 
 _SHORT = {"fittings": "fittings", "books": "books", "booklet": "booklet", "notes": "notes", "reading": "reading",
           "scratch": "scratch paper", "ledger": "ledgers", "calculators": "calculators", "notebooks": "notebooks",
           "cart": "cart", "other": "other"}
+share(SHORT=dict(_SHORT), OVERFLOW_RED=_RED)
 
 
 def item_labels(shelf: Shelf, right_gb: float, gb_per_char: float, rows: int = 2) -> list[tuple[float, int, str]]:
@@ -468,24 +590,34 @@ def item_labels(shelf: Shelf, right_gb: float, gb_per_char: float, rows: int = 2
     width of one character on the drawing's scale); a label with no room is left to the legend. The fittings
     and the reading workspace are small and secondary, so they get no label.
     """
-    runs: list[list[ShelfItem]] = []
-    for it in shelf.items:
-        if runs and runs[-1][0].kind == it.kind:
-            runs[-1].append(it)
+    return [tuple(x) for x in shelf_labels(shelf.view(), right_gb, gb_per_char, rows)]
+
+
+@portable
+def shelf_labels(s, right_gb, gb_per_char, rows):
+    """:func:`item_labels` of a shelf view."""
+    runs = []
+    for it in s["items"]:
+        if len(runs) and runs[len(runs) - 1][0]["kind"] == it["kind"]:
+            runs[len(runs) - 1].append(it)
         else:
             runs.append([it])
-    last_end = [-float("inf")] * rows
+    last_end = [-infinity() for r in range(rows)]
     out = []
     for run in runs:
-        if run[0].kind in ("fittings", "reading"):
+        if run[0]["kind"] in ("fittings", "reading"):
             continue
-        start, end = gb(run[0].start), gb(run[-1].end)
-        text = f"{_SHORT[run[0].kind]} {_g(sum(i.nbytes for i in run))}"
+        start = run[0]["start"] / shared("GB")
+        end = run[len(run) - 1]["end"] / shared("GB")
+        total = 0
+        for i in run:
+            total += i["nbytes"]
+        text = shared("SHORT")[run[0]["kind"]] + " " + fmt_gb(total)
         half = len(text) * gb_per_char / 2
         centre = min(max((start + end) / 2, half - right_gb * 0.015), right_gb * 1.015 - half)
         for r in range(rows):
             if centre - half > last_end[r] + gb_per_char:
-                out.append((centre, r, text))
+                out.append([centre, r, text])
                 last_end[r] = centre + half
                 break
     return out
@@ -532,7 +664,7 @@ def draw_bookshelf(breakdown: Breakdown, capacity_bytes, ax=None, title: str | N
         _draw_item(ax, item, shelf, unit)
     # the shelf's length, above (left-aligned when the shelf is shorter than its label)
     ax.annotate("", xy=(0, 1.2), xytext=(cap, 1.2), arrowprops=dict(arrowstyle="<->", color="#6d4c2f", lw=1))
-    cap_text = f"the shelf = the GPU's memory: {gb(shelf.capacity_bytes):,.1f} GB ({gib(shelf.capacity_bytes):,.1f} GiB)"
+    cap_text = "the shelf = the GPU's memory: " + shelf_length(shelf.capacity_bytes)
     narrow = cap < 0.45 * right
     ax.text(0 if narrow else cap / 2, 1.25, cap_text, ha="left" if narrow else "center", va="bottom", fontsize=9,
             color="#6d4c2f")
@@ -625,101 +757,147 @@ def bookshelf_pair(inference_bd: Breakdown, training_bd: Breakdown, capacity, ti
 # --- SVG (widgets: fast, no matplotlib) ----------------------------------------------------------------------------
 
 
-def _svg_tile(kind: str, x: float, w: float, base: float, h: float, colour: str, tip: str) -> str:
+@portable
+def svg_tile(kind, x, w, base, h, colour, tip):
     """One drawn object (a calculator, a pile of notes ...) in SVG, ``w`` wide, standing on ``base``."""
-    t = f"<title>{tip}</title>"
+    def f1(v):
+        return fmt_fixed(v, 1, False)
+
+    def f2(v):
+        return fmt_fixed(v, 2, False)
+
+    t = "<title>" + tip + "</title>"
     y = base - h
     if kind == "notes":
-        return "".join(f"<rect x='{x + (j % 2) * w * 0.05:.2f}' y='{base - (j + 1) * h / 3:.1f}' width='{w * 0.95:.2f}' "
-                       f"height='{h / 3 - 1:.1f}' fill='{colour}' stroke='#b8a600' stroke-width='0.5'>{t}</rect>"
-                       for j in range(3))
-    body = (f"<rect x='{x:.2f}' y='{y:.1f}' width='{w:.2f}' height='{h:.1f}' fill='{colour}' stroke='#333' "
-            f"stroke-width='0.5'>{t}</rect>")
+        return "".join(["<rect x='" + f2(x + (j % 2) * w * 0.05) + "' y='" + f1(base - (j + 1) * h / 3) + "' width='" +
+                        f2(w * 0.95) + "' height='" + f1(h / 3 - 1) + "' fill='" + colour +
+                        "' stroke='#b8a600' stroke-width='0.5'>" + t + "</rect>" for j in range(3)])
+    body = ("<rect x='" + f2(x) + "' y='" + f1(y) + "' width='" + f2(w) + "' height='" + f1(h) + "' fill='" + colour +
+            "' stroke='#333' stroke-width='0.5'>" + t + "</rect>")
     if kind == "calculators":
-        return body + (f"<rect x='{x + w * 0.15:.2f}' y='{y + h * 0.1:.1f}' width='{w * 0.7:.2f}' height='{h * 0.2:.1f}'"
-                       f" fill='#b9d7a8'/>" + "".join(
-                           f"<rect x='{x + w * (0.15 + c * 0.25):.2f}' y='{y + h * (0.42 + r * 0.18):.1f}' "
-                           f"width='{w * 0.18:.2f}' height='{h * 0.11:.1f}' fill='#d9d9d9'/>"
-                           for r in range(3) for c in range(3)))
+        keys = ""
+        for r in range(3):
+            for c in range(3):
+                keys += ("<rect x='" + f2(x + w * (0.15 + c * 0.25)) + "' y='" + f1(y + h * (0.42 + r * 0.18)) +
+                         "' width='" + f2(w * 0.18) + "' height='" + f1(h * 0.11) + "' fill='#d9d9d9'/>")
+        return (body + "<rect x='" + f2(x + w * 0.15) + "' y='" + f1(y + h * 0.1) + "' width='" + f2(w * 0.7) +
+                "' height='" + f1(h * 0.2) + "' fill='#b9d7a8'/>" + keys)
     if kind == "scratch":
-        return body + "".join(f"<line x1='{x:.2f}' x2='{x + w:.2f}' y1='{y + h * k / 4:.1f}' y2='{y + h * k / 4:.1f}' "
-                              f"stroke='#7aa6c2' stroke-width='0.6'/>" for k in (1, 2, 3))
+        return body + "".join(["<line x1='" + f2(x) + "' x2='" + f2(x + w) + "' y1='" + f1(y + h * k / 4) + "' y2='" +
+                               f1(y + h * k / 4) + "' stroke='#7aa6c2' stroke-width='0.6'/>" for k in (1, 2, 3)])
     if kind == "ledger":
-        return body + (f"<rect x='{x + w * 0.15:.2f}' y='{y + h * 0.3:.1f}' width='{w * 0.7:.2f}' height='{h * 0.15:.1f}'"
-                       f" fill='#f2e6c9'/>")
+        return (body + "<rect x='" + f2(x + w * 0.15) + "' y='" + f1(y + h * 0.3) + "' width='" + f2(w * 0.7) +
+                "' height='" + f1(h * 0.15) + "' fill='#f2e6c9'/>")
     if kind == "notebooks":
         m = x + w / 2
-        return (f"<polygon points='{x:.2f},{base} {m:.2f},{base - h * 0.15:.1f} {m:.2f},{y:.1f} {x:.2f},{y + h * 0.15:.1f}'"
-                f" fill='#e8f5ef' stroke='{colour}'>{t}</polygon><polygon points='{x + w:.2f},{base} {m:.2f},"
-                f"{base - h * 0.15:.1f} {m:.2f},{y:.1f} {x + w:.2f},{y + h * 0.15:.1f}' fill='#e8f5ef' stroke='{colour}'/>")
+        return ("<polygon points='" + f2(x) + "," + str(base) + " " + f2(m) + "," + f1(base - h * 0.15) + " " + f2(m) +
+                "," + f1(y) + " " + f2(x) + "," + f1(y + h * 0.15) + "' fill='#e8f5ef' stroke='" + colour + "'>" + t +
+                "</polygon><polygon points='" + f2(x + w) + "," + str(base) + " " + f2(m) + "," + f1(base - h * 0.15) +
+                " " + f2(m) + "," + f1(y) + " " + f2(x + w) + "," + f1(y + h * 0.15) + "' fill='#e8f5ef' stroke='" +
+                colour + "'/>")
     return body
+
+
+@portable
+def tile_count(width, unit, at_least):
+    """How many objects of ``unit`` width fill ``width`` (at least ``at_least`` when there is any width)."""
+    return max(at_least, round_even(width / unit)) if width > 0 else 0
+
+
+@portable
+def svg_books(item, s, x0, x1, base, tall, unit, tip):
+    """The volumes of a books item: the main volumes in the print quality's colours, unquantized tensors in colour,
+    the quantization constants as one thin tan volume."""
+    if is_main_books(item):
+        n = s["volumes"]
+        colours = s["quality"]["spine_colours"]
+    elif item["component"].lower().startswith("unquantized"):
+        n = tile_count(x1 - x0, unit * 0.6, 1)
+        colours = shared("QUALITY")[1][2]
+    else:
+        n = 1
+        colours = [shared("CONSTANTS_COLOUR")]
+    w = (x1 - x0) / n
+    out = ""
+    for k in range(n):
+        hgt = tall * shared("FURNITURE")["books"]["height"] * (0.9 + 0.1 * ((k * 7) % 5) / 4)
+        out += ("<rect x='" + fmt_fixed(x0 + k * w, 2, False) + "' y='" + fmt_fixed(base - hgt, 1, False) + "' width='" +
+                fmt_fixed(w, 2, False) + "' height='" + fmt_fixed(hgt, 1, False) + "' fill='" + colours[k % len(colours)] +
+                "' stroke='white' stroke-width='0.5'><title>" + tip + "</title></rect>")
+    return out
+
+
+@portable
+def svg_overflow(s, cap_x, end_x, base, tall, width):
+    """The free-space label, or the red overhang and its label."""
+    red = shared("OVERFLOW_RED")
+    if s["fits"]:
+        if not s["free_bytes"]:
+            return ""
+        return ("<text x='" + fmt_fixed(min((end_x + cap_x) / 2, width - 60), 1, False) + "' y='" + str(base + 50) +
+                "' text-anchor='middle' font-size='12' fill='#1b7837'>free: " + fmt_gb(s["free_bytes"]) + "</text>")
+    return ("<rect x='" + fmt_fixed(cap_x, 1, False) + "' y='" + str(base - tall) + "' width='" +
+            fmt_fixed(end_x - cap_x, 1, False) + "' height='" + str(tall + 7) + "' fill='" + red +
+            "' fill-opacity='0.15' stroke='" + red + "' stroke-width='1.5'/>" + "<text x='" +
+            fmt_fixed((cap_x + end_x) / 2, 1, False) + "' y='" + str(base + 50) + "' text-anchor='middle' font-size='12' "
+            "font-weight='bold' fill='" + red + "'>does not fit: " + fmt_gb(s["overflow_bytes"]) + " hangs off the end (" +
+            fmt_fixed(s["shelves_needed"], 1, False) + " shelves' worth)</text>")
+
+
+@portable
+def shelf_svg(s, width, xmax_bytes):
+    """:func:`bookshelf_svg` of a shelf view (``xmax_bytes``: a common scale, or 0)."""
+    right = max(s["total_bytes"], s["capacity_bytes"], xmax_bytes) or 1
+    right_gb = right / shared("GB")
+    pad = 10
+    inner = width - 20
+    height = 176
+    base = 112
+    tall = 72
+    unit = inner / 28
+    cap_x = pad + inner * s["capacity_bytes"] / right
+    parts = ["<rect x='" + fmt_fixed(pad, 1, False) + "' y='" + str(base) + "' width='" + fmt_fixed(cap_x - pad, 1, False) +
+             "' height='7' fill='#b07d4f' stroke='#6d4c2f'/>"]
+    for x in (pad, cap_x):
+        parts.append("<rect x='" + fmt_fixed(x - 2, 1, False) + "' y='" + str(base - tall - 8) + "' width='4' height='" +
+                     str(tall + 15) + "' fill='#8d6240'/>")
+    for item in s["items"]:
+        f = shared("FURNITURE")[item["kind"]]
+        x0 = pad + inner * item["start"] / right
+        x1 = pad + inner * item["end"] / right
+        tip = escape(item["thing"] + ": " + item["plain"] + " (" + item["technical"] + "), " + fmt_gb(item["nbytes"]))
+        if item["kind"] == "books":
+            parts.append(svg_books(item, s, x0, x1, base, tall, unit, tip))
+            continue
+        n = tile_count(x1 - x0, unit, 1)
+        tw = (x1 - x0) / n
+        gap = min(tw * 0.08, 2.0)
+        for k in range(n):
+            parts.append(svg_tile(item["kind"], x0 + k * tw + gap, max(tw - 2 * gap, 0.4), base, tall * f["height"],
+                                  f["colour"], tip))
+    narrow = cap_x - pad < 0.45 * inner
+    parts.append("<text x='" + fmt_fixed(pad if narrow else (pad + cap_x) / 2, 1, False) + "' y='16' font-size='12' "
+                 "fill='#6d4c2f' text-anchor='" + ("start" if narrow else "middle") + "'>the shelf = the GPU's memory: " +
+                 shelf_length(s["capacity_bytes"]) + "</text>")
+    for label in shelf_labels(s, right_gb, 6.2 * right_gb / inner, 2):
+        parts.append("<text x='" + fmt_fixed(pad + inner * (label[0] * shared("GB")) / right, 1, False) + "' y='" +
+                     str(base + 20 + 14 * label[1]) + "' text-anchor='middle' font-size='11'>" + escape(label[2]) +
+                     "</text>")
+    parts.append(svg_overflow(s, cap_x, pad + inner * s["total_bytes"] / right, base, tall, width))
+    svg = ("<svg xmlns='http://www.w3.org/2000/svg' role='img' aria-label='" + escape(shelf_verdict(s)) + "' width='" +
+           str(width) + "' height='" + str(height) + "' viewBox='0 0 " + str(width) + " " + str(height) +
+           "' style='font-family:sans-serif'>" + "".join(parts) + "</svg>")
+    legend = []
+    rows = shelf_legend(s, True)
+    for j in range(len(rows)):
+        legend.append("<div><span style='color:" + colour_of(s["items"][j], s) + ";text-shadow:0 0 1px #000'>&#9632;" +
+                      "</span> <b>" + rows[j][2] + "</b> " + escape(rows[j][1]) + "</div>")
+    return svg + "<div style='font-size:85%;margin-top:4px'>" + "".join(legend) + "</div>"
 
 
 def bookshelf_svg(shelf: Shelf, width: int = 720, xmax_bytes: int | None = None) -> str:
     """The same layout as inline SVG (fast enough for every widget update), with labels and a plain legend."""
-    right = max(shelf.total_bytes, shelf.capacity_bytes, xmax_bytes or 0) or 1
-    right_gb = gb(right)
-    pad, inner = 10, width - 20
-    height, base, tall = 176, 112, 72   # px: the picture, the shelf's top surface, its inner height
-
-    def X(nbytes: float) -> float:  # noqa: N802  (a coordinate transform)
-        return pad + inner * nbytes / right
-
-    unit = inner / 28
-    parts = [f"<rect x='{X(0):.1f}' y='{base}' width='{X(shelf.capacity_bytes) - X(0):.1f}' height='7' "
-             f"fill='#b07d4f' stroke='#6d4c2f'/>"]
-    for x in (0, shelf.capacity_bytes):
-        parts.append(f"<rect x='{X(x) - 2:.1f}' y='{base - tall - 8}' width='4' height='{tall + 15}' fill='#8d6240'/>")
-    for item in shelf.items:
-        f = _FURNITURE[item.kind]
-        x0, x1 = X(item.start), X(item.end)
-        tip = html.escape(f"{item.thing}: {item.plain} ({item.technical}), {_g(item.nbytes)}")
-        if item.kind == "books":
-            if _is_main_books(item):
-                n, colours = shelf.volumes, shelf.quality.spine_colours
-            elif item.component.lower().startswith("unquantized"):
-                n, colours = _tiles(x1 - x0, unit * 0.6), _QUALITY[1][2]
-            else:
-                n, colours = 1, ("#c8ad7f",)
-            w = (x1 - x0) / n
-            for k in range(n):
-                hgt = tall * f.height * (0.9 + 0.1 * ((k * 7) % 5) / 4)
-                parts.append(f"<rect x='{x0 + k * w:.2f}' y='{base - hgt:.1f}' width='{w:.2f}' height='{hgt:.1f}' "
-                             f"fill='{colours[k % len(colours)]}' stroke='white' stroke-width='0.5'>"
-                             f"<title>{tip}</title></rect>")
-            continue
-        n = _tiles(x1 - x0, unit)
-        tw = (x1 - x0) / n
-        gap = min(tw * 0.08, 2.0)
-        for k in range(n):
-            parts.append(_svg_tile(item.kind, x0 + k * tw + gap, max(tw - 2 * gap, 0.4), base, tall * f.height,
-                                   f.colour if item.kind != "fittings" else "#8c8c8c", tip))
-    cap_x, end_x = X(shelf.capacity_bytes), X(shelf.total_bytes)
-    narrow = cap_x - X(0) < 0.45 * inner
-    parts.append(f"<text x='{X(0) if narrow else (X(0) + cap_x) / 2:.1f}' y='16' font-size='12' fill='#6d4c2f' "
-                 f"text-anchor='{'start' if narrow else 'middle'}'>the shelf = the GPU's memory: "
-                 f"{gb(shelf.capacity_bytes):,.1f} GB ({gib(shelf.capacity_bytes):,.1f} GiB)</text>")
-    for centre, r, text in item_labels(shelf, right_gb, 6.2 * right_gb / inner):
-        parts.append(f"<text x='{X(centre * 1e9):.1f}' y='{base + 20 + 14 * r}' text-anchor='middle' "
-                     f"font-size='11'>{html.escape(text)}</text>")
-    if shelf.fits:
-        if shelf.free_bytes:
-            parts.append(f"<text x='{min((end_x + cap_x) / 2, width - 60):.1f}' y='{base + 50}' text-anchor='middle' "
-                         f"font-size='12' fill='#1b7837'>free: {_g(shelf.free_bytes)}</text>")
-    else:
-        parts.append(f"<rect x='{cap_x:.1f}' y='{base - tall}' width='{end_x - cap_x:.1f}' height='{tall + 7}' "
-                     f"fill='{_RED}' fill-opacity='0.15' stroke='{_RED}' stroke-width='1.5'/>")
-        parts.append(f"<text x='{(cap_x + end_x) / 2:.1f}' y='{base + 50}' text-anchor='middle' font-size='12' "
-                     f"font-weight='bold' fill='{_RED}'>does not fit: {_g(shelf.overflow_bytes)} hangs off the end "
-                     f"({shelf.shelves_needed:.1f} shelves' worth)</text>")
-    aria = html.escape(verdict(shelf), quote=True)
-    svg = (f"<svg xmlns='http://www.w3.org/2000/svg' role='img' aria-label='{aria}' width='{width}' "
-           f"height='{height}' viewBox='0 0 {width} {height}' style='font-family:sans-serif'>{''.join(parts)}</svg>")
-    legend = []
-    for item, (_, label, size) in zip(shelf.items, legend_rows(shelf)):
-        legend.append(f"<div><span style='color:{item_colour(item, shelf)};text-shadow:0 0 1px #000'>&#9632;</span> "
-                      f"<b>{size}</b> {html.escape(label)}</div>")
-    return svg + f"<div style='font-size:85%;margin-top:4px'>{''.join(legend)}</div>"
+    return shelf_svg(shelf.view(), width, xmax_bytes or 0)
 
 
 bookshelf_alt_text = alt_text

@@ -216,6 +216,7 @@ DEFAULTS_OF = (
     "training_feasibility.max_seq_for_training", "design.evaluate_design", "serving.ServingConfig",
     "widgets.finetune.finetune_plan", "widgets.finetune.finetune_compute", "widgets.parallel.plan_memory_compute",
     "widgets.parallel.balance_stages_compute", "widgets.recommend.recommend_rows", "widgets.design.design_compute",
+    "widgets.bookshelf.bookshelf_compute",
     "recommend.recommend_gpus",
 )
 """Python functions whose keyword defaults the calculators use: ``VL.data.defaults["<module>.<function>"]``."""

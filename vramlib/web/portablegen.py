@@ -131,7 +131,9 @@ def compiled_functions() -> tuple[str, set[str], set[str]]:
 
 def _load_portable_modules() -> None:
     """Import every module that defines portable functions (the registry fills on import)."""
+    from ..explain import bookshelf  # noqa: F401
     from ..memory import inference, sharding, training  # noqa: F401
+    from ..present.widgets import bookshelf as bookshelf_panel  # noqa: F401
     from ..plans import parallel  # noqa: F401
     from ..solve import planning  # noqa: F401
 

@@ -2,11 +2,11 @@
 the shelf redrawn as inline SVG (no matplotlib, so an update stays far under 50 ms)."""
 from __future__ import annotations
 
-import html
 from functools import lru_cache
 
 from ...memory.breakdown import Breakdown
-from ...explain.bookshelf import Shelf, bookshelf_svg, shelf_alt_text, shelf_layout, verdict
+from ...core.portable import escape, portable, shared
+from ...explain.bookshelf import Shelf, shelf_layout, shelf_svg, shelf_verdict, shelf_words
 from ...core.errors import InvalidValueError, VramlibError, check_choice
 from ...catalog.hardware import GPUS, get_gpu
 from ...memory.inference import inference_memory
@@ -66,42 +66,40 @@ def shelf_breakdown(shelf: Shelf) -> Breakdown:
 
 def bookshelf_render(shelves: list[tuple[str, Shelf]] | Exception) -> str:
     """HTML: for each shelf its caption and verdict, the SVG on a common scale; then the pictures in words (alt
-    text) and each shelf's numbers; or an error line."""
+    text) and each shelf's numbers (:func:`shelves_html`); or an error line."""
     if isinstance(shelves, Exception):
         return render(shelves)
-    xmax = max(max(s.total_bytes, s.capacity_bytes) for _, s in shelves)
-    blocks = []
-    for caption, s in shelves:
-        colour = "#1b7837" if s.fits else "#c62828"
-        blocks.append(f"<p style='margin:6px 0 2px 0'><b>{html.escape(caption)}.</b> "
-                      f"<span style='color:{colour}'>{html.escape(verdict(s))}</span></p>"
-                      + bookshelf_svg(s, xmax_bytes=xmax))
-    words = "<br>".join(html.escape(shelf_alt_text(s)) for _, s in shelves)
-    tables = "".join(shelf_breakdown(s)._repr_html_().replace(
-        "<table class='vramlib-breakdown'>", "<table class='vramlib-breakdown-more'>", int(k > 0))
-        for k, (_, s) in enumerate(shelves))
-    return ("".join(blocks) + "<details><summary>the picture in words, and the numbers</summary>"
-            f"<span class='vramlib-verdict'>{words}</span>{tables}</details>")
+    return shelves_html([[caption, s.view()] for caption, s in shelves],
+                        [shelf_breakdown(s)._repr_html_() for _, s in shelves])
+
+
+@portable
+def shelves_html(shelves, tables):
+    """The panel's HTML from ``[[caption, shelf view]]`` and each shelf's breakdown table (HTML)."""
+    xmax = 0
+    for c in shelves:
+        xmax = max(xmax, c[1]["total_bytes"], c[1]["capacity_bytes"])
+    blocks = ""
+    for c in shelves:
+        colour = "#1b7837" if c[1]["fits"] else shared("OVERFLOW_RED")
+        blocks += ("<p style='margin:6px 0 2px 0'><b>" + escape(c[0]) + ".</b> <span style='color:" + colour + "'>" +
+                   escape(shelf_verdict(c[1])) + "</span></p>" + shelf_svg(c[1], 720, xmax))
+    words = "<br>".join([escape(shelf_words(c[1])) for c in shelves])
+    more = ""
+    for k in range(len(tables)):
+        more += tables[k] if k == 0 else tables[k].replace("<table class='vramlib-breakdown'>",
+                                                           "<table class='vramlib-breakdown-more'>")
+    return (blocks + "<details><summary>the picture in words, and the numbers</summary><span class='vramlib-verdict'>" +
+            words + "</span>" + more + "</details>")
 
 
 @lru_cache(maxsize=1)
 def bookshelf_js_data() -> dict:
-    """What ``vramlib/web/js/bookshelf.js`` takes from vramlib, as JSON: every catalogue model (``jsdata.model_json``),
-    the furniture, print qualities, order and words of :mod:`vramlib.explain.bookshelf`, and the tasks."""
-    from ...explain import bookshelf as B
+    """What ``vramlib/web/js/bookshelf.js`` takes from vramlib, as JSON: every catalogue model (``jsdata.model_json``)
+    and the tasks (the furniture, print qualities and words reach the page as ``VL.shared``)."""
     from ..jsdata import model_json
 
-    return {
-        "models": {n: model_json(get_model(n)) for n in model_names()},
-        "furniture": {k: {"thing": f.thing, "plain": f.plain, "colour": f.colour, "height": f.height}
-                      for k, f in B._FURNITURE.items()},
-        "component_kind": [list(x) for x in B._COMPONENT_KIND], "order": list(B._ORDER), "technical": dict(B._TECHNICAL),
-        "quality": [[low, name, list(colours)] for low, name, colours in B._QUALITY], "short": dict(B._SHORT),
-        # the two literals of bookshelf.shelf_layout and bookshelf.item_colour (quantization constants, their key)
-        "book_plain": {"quantization constants": "the key to the compact print",
-                       "unquantized tensors": "pages a compact edition keeps in full colour"},
-        "constants_colour": "#c8ad7f", "red": B._RED, "tasks": list(TASKS),
-    }
+    return {"models": {n: model_json(get_model(n)) for n in model_names()}, "tasks": list(TASKS)}
 
 
 def evaluate_bookshelf(values: dict) -> str:

@@ -105,7 +105,29 @@ VL.qv = function (v, name, label) {  /* one argument of an exact expression */
   return Q.from(x);
 };
 /* vramlib.core.portable's runtime, as the compiled portable functions (VL.py) call it */
+VL.fmtG = function (x, digits) {  /* Python f"{x:.{digits}g}" */
+  if (x === 0) { return "0"; }
+  if (!isFinite(x)) { return x > 0 ? "inf" : (x < 0 ? "-inf" : "nan"); }
+  var e = Number(Math.abs(x).toExponential(digits - 1).split("e")[1]);
+  if (e >= -4 && e < digits) {
+    var s = VL.toFixed(x, digits - 1 - e);
+    return s.indexOf(".") >= 0 ? s.replace(/0+$/, "").replace(/\.$/, "") : s;
+  }
+  var m = Math.abs(x).toExponential(digits - 1).split("e"), mant = m[0];
+  if (mant.indexOf(".") >= 0) { mant = mant.replace(/0+$/, "").replace(/\.$/, ""); }
+  var ex = Number(m[1]), es = String(Math.abs(ex));
+  return (x < 0 ? "-" : "") + mant + "e" + (ex < 0 ? "-" : "+") + (es.length < 2 ? "0" + es : es);
+};
+VL.roundEven = function (x) {  /* Python round(x): ties to even */
+  var f = Math.floor(x);
+  if (x - f === 0.5) { return f % 2 === 0 ? f : f + 1; }
+  return Math.round(x);
+};
 VL.portable = {
+  fmt_fixed: function (x, digits, commas) { return commas ? VL.fixed(x, digits) : VL.toFixed(x, digits); },
+  fmt_g: function (x, digits) { return VL.fmtG(x, digits); },
+  escape: function (s) { return VL.escape(s); },
+  round_even: function (x) { return VL.roundEven(x); },
   infinity: function () { return Infinity; },
   ev: function (name, key, vals) {
     var f = VL.exact[name];
