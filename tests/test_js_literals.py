@@ -44,11 +44,8 @@ PRESENTATION: dict[tuple[str, str], str] = {
     ("core.js", "6"): "choices listed when there are more",
     # parallel.js
     ("core.js", "64"): "bits of the quotient kept when a Fraction is rounded to a double (IEEE 754 arithmetic)",
-    ("parallel.js", "100"): _PCT,
     # recommend.js
     ("recommend.js", "100"): _PCT + "; headroom_pct / 100 as the Python panel does",
-    ("recommend.js", "10"): "decimals that undo float noise of price x count (Python multiplies Decimals)",
-    ("recommend.js", "4"): "the verdict names the next three cards (Python's fit[1:4])",
     # design.js
     ("design.js", "1e9"): "billions in the verdict text (Python's n / 1e9 :.2f B)",
     ("design.js", "1024"): "KiB in the verdict text",

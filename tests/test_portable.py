@@ -172,3 +172,46 @@ def test_bookshelf_is_drawn_once():
     tag = re.compile(r" data-component='[^']*' data-bytes='[^']*'| data-total='[0-9]*'")
     bad = [(c, g.get("err"), w[:80]) for c, g, w in zip(cases, got, want) if tag.sub("", g.get("ok", g.get("err"))) != w]
     assert len(reqs) > 30 and not bad, bad[:3]
+
+
+PANEL_CASES = [
+    ("plan_stages", "plan_stages_compute", dict(gpu="a100-80gb", tp=2, pp=4, dp=2, zero=1, n_micro=8, seq=4096)),
+    ("plan_stages", "plan_stages_compute", dict(gpu="h100-sxm-80gb", dp=8, zero=3, offload_optimizer="cpu",
+                                                offload_params="nvme")),
+    ("plan_stages", "plan_stages_compute", dict(gpu="rtx-4090", method="lora", zero=2, dp=2)),
+    ("balance_stages", "balance_stages_compute", dict(gpu="a100-80gb", pp=4, tp=2, n_micro=8)),
+    ("balance_stages", "balance_stages_compute", dict(gpu="a100-40gb", pp=8, recompute="selective", n_micro=16)),
+    ("balance_stages", "balance_stages_compute", dict(gpu="a100-80gb", pp=2, n_micro=4, virtual_stages=2)),
+    ("finetune", "finetune_compute", dict(gpu="v100-32gb", method="lora", precision="bf16", attention="flash")),
+    ("finetune", "finetune_compute", dict(gpu="a100-80gb", method="full", dp=4, zero=3, compare_zero=True,
+                                          offload_optimizer="cpu")),
+    ("recommend", "recommend_compute", dict(method="qlora", seq=2048)),
+    ("recommend", "recommend_compute", dict(method="full", seq=4096, headroom_pct=20, max_gpus=8)),
+    ("recommend", "recommend_compute", dict(method="full", seq=65536, max_gpus=2)),
+]
+"""Panels whose verdicts are portable code (plan_verdict, balance_words, card_notes, zero_stage_text, row_view,
+rank_order, recommend_verdict): one case per branch of their words."""
+
+
+@pytest.mark.parametrize("model", ["llama-2-7b", "llama-2-70b", "mixtral-8x7b"])
+def test_panel_verdicts_are_one_text(model):
+    """The static plan, balance, fine-tuning and recommender panels print Python's verdicts word for word."""
+    import importlib
+
+    spec = vl.get_model(model)
+    reqs, want = [], []
+    for calc, fn, kw in PANEL_CASES:
+        module = {"recommend": "recommend", "finetune": "finetune"}.get(calc, "parallel")
+        compute = getattr(importlib.import_module(f"vramlib.present.widgets.{module}"), fn)
+        try:
+            out = compute(spec, **kw)
+            stages = out[0] if isinstance(out[0], (list, tuple)) else [out[0]]
+            want.append([[bd.total for bd in stages], out[1], out[2]])
+        except vl.VramlibError as e:
+            want.append(str(e))
+        reqs.append(f"(function () {{ var r = VL.calcs[{js(calc)}]({js(dict(kw, model=model_json(spec)))}); "
+                    "var st = Array.isArray(r[0]) ? r[0] : [r[0]]; "
+                    "return [st.map(function (b) { return b.total; }), r[1], r[2]]; })()")
+    got = run_js(reqs)
+    bad = [(c[0], c[2], g, w) for c, g, w in zip(PANEL_CASES, got, want) if g.get("ok", g.get("err")) != w]
+    assert not bad, bad[:2]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ..core.errors import InvalidValueError, UnknownNameError
 from ..core.units import parse_memory
+from ..core.portable import Fields, infinity, portable
 
 __all__ = ["GPU", "GPUS", "capacity_bytes", "get_gpu", "list_gpus", "normalise_gpu_name"]
 
@@ -439,10 +440,30 @@ def get_gpu(name: str | GPU) -> GPU:
 
 def list_gpus() -> list[GPU]:
     """All catalogue GPUs, smallest memory first, then cheapest (unpriced last), then key."""
-    return sorted(
-        GPUS.values(),
-        key=lambda g: (g.memory_bytes, g.price_per_hour_usd if g.price_per_hour_usd is not None else math.inf, g.key),
-    )
+    cards = list(GPUS.values())
+    return [cards[i] for i in gpu_order([Fields(g) for g in cards])]
+
+
+@portable
+def gpu_order(cards):
+    """Indices of ``cards`` smallest memory first, then cheapest (unpriced last), then by key (a stable insertion
+    sort: the order of the catalogue table, which the static book shows too)."""
+    def before(a, b):
+        if a["memory_bytes"] != b["memory_bytes"]:
+            return a["memory_bytes"] < b["memory_bytes"]
+        pa = infinity() if a["price_per_hour_usd"] is None else a["price_per_hour_usd"]
+        pb = infinity() if b["price_per_hour_usd"] is None else b["price_per_hour_usd"]
+        if pa != pb:
+            return pa < pb
+        return a["key"] < b["key"]
+
+    order = []
+    for i in range(len(cards)):
+        j = len(order)
+        while j > 0 and before(cards[i], cards[order[j - 1]]):
+            j -= 1
+        order.insert(j, i)
+    return order
 
 
 def capacity_bytes(value, field: str = "memory", *, positive: bool = True) -> int:

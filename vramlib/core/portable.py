@@ -21,10 +21,6 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any, Callable
 
-import sympy as sp
-
-from . import formulas as F
-
 PORTABLE: dict[str, Callable] = {}
 """name -> function compiled to ``VL.py.<name>`` (names are unique across vramlib)."""
 
@@ -59,13 +55,17 @@ def portable(fn: Callable) -> Callable:
 def share(**named) -> None:
     """Name expressions (sympy, or dicts of them) and constants for portable code; a name is bound once."""
     for name, value in named.items():
-        is_expr = isinstance(value, sp.Expr) or (isinstance(value, dict) and value and
-                                                 all(isinstance(v, sp.Expr) for v in value.values()))
+        is_expr = _is_sympy(value) or (isinstance(value, dict) and value and all(_is_sympy(v) for v in value.values()))
         table = SHARED_EXPRESSIONS if is_expr else SHARED_CONSTANTS
         other = SHARED_CONSTANTS if is_expr else SHARED_EXPRESSIONS
         if name in other or (name in table and table[name] is not value and table[name] != value):
             raise ValueError(f"portable.share: {name!r} is already bound to something else")
         table[name] = value
+
+
+def _is_sympy(value) -> bool:
+    """A sympy expression (told apart without importing sympy: constants are shared by modules that never load it)."""
+    return type(value).__module__.startswith("sympy.")
 
 
 def ev(name: str, key, vals: dict) -> Fraction:
@@ -77,9 +77,11 @@ def ev(name: str, key, vals: dict) -> Fraction:
     return value_at(expr, vals)
 
 
-def value_at(expr: sp.Expr, vals: dict) -> Fraction:
+def value_at(expr, vals: dict) -> Fraction:
     """Exact value of ``expr`` (ints and Fractions in, a Fraction out). Whole Fractions go in as ints, so that an
     integer-closed expression takes formulas.evaluate's int path."""
+    from . import formulas as F
+
     names = F.argument_names(expr)
     if not names:
         return _constant(expr)
@@ -93,7 +95,9 @@ def value_at(expr: sp.Expr, vals: dict) -> Fraction:
 _CONSTANTS: dict = {}
 
 
-def _constant(expr: sp.Expr) -> Fraction:
+def _constant(expr) -> Fraction:
+    import sympy as sp
+
     got = _CONSTANTS.get(expr)
     if got is None:
         got = _CONSTANTS[expr] = Fraction(int(sp.Integer(expr))) if expr.is_Integer else Fraction(str(expr))
@@ -109,6 +113,11 @@ def shared(name: str):
 def q(x) -> Fraction:
     """An exact rational from an int, a float (its exact binary value) or a Fraction."""
     return x if type(x) is Fraction else Fraction(x)
+
+
+def q_decimal(x) -> Fraction:
+    """The exact rational of a number as it is written (``Fraction(str(x))``: a price of 1.29 is 129/100)."""
+    return Fraction(str(x))
 
 
 def q_add(a, b) -> Fraction:
@@ -129,7 +138,9 @@ def q_div(a, b) -> Fraction:
 
 def q_ceil(a) -> int:
     """Round up to a whole byte (formulas.to_int_bytes)."""
-    return F.to_int_bytes(a)
+    from .formulas import to_int_bytes
+
+    return to_int_bytes(a)
 
 
 def q_cmp(a, b) -> int:
@@ -182,8 +193,10 @@ def round_even(x) -> int:
     return round(x)
 
 
-RUNTIME = ("fmt_fixed", "fmt_g", "escape", "round_even", "infinity", "ev", "shared", "q", "q_add", "q_sub", "q_mul", "q_div", "q_ceil", "q_cmp", "q_is_zero", "q_float")
+RUNTIME = ("fmt_fixed", "fmt_g", "escape", "round_even", "infinity", "ev", "shared", "q", "q_decimal", "q_add",
+           "q_sub", "q_mul", "q_div", "q_ceil", "q_cmp", "q_is_zero", "q_float")
 """The names portable code may call besides other portable functions (``core.js`` defines their JS side)."""
 
-__all__ = ["Fields", "PORTABLE", "RUNTIME", "SHARED_CONSTANTS", "SHARED_EXPRESSIONS", "shared", "ev", "portable", "q", "q_add",
-           "q_ceil", "q_cmp", "q_div", "q_float", "q_is_zero", "q_mul", "q_sub", "raise_problem", "share", "shared", "value_at"]
+__all__ = ["Fields", "PORTABLE", "RUNTIME", "SHARED_CONSTANTS", "SHARED_EXPRESSIONS", "escape", "ev", "fmt_fixed",
+           "fmt_g", "infinity", "portable", "q", "q_add", "q_ceil", "q_cmp", "q_decimal", "q_div", "q_float",
+           "q_is_zero", "q_mul", "q_sub", "raise_problem", "round_even", "share", "shared", "value_at"]

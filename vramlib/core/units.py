@@ -9,6 +9,7 @@ import re
 from fractions import Fraction
 
 from .errors import InvalidValueError
+from .portable import fmt_fixed, portable, share, shared
 
 GB = 10**9
 GiB = 2**30
@@ -92,4 +93,20 @@ def fmt_bytes(n_bytes: float, digits: int = 1) -> str:
 
     n_bytes = check_number("n_bytes", n_bytes)
     digits = check_number("digits", digits, minimum=0, maximum=12, integer=True)
-    return f"{gb(n_bytes):,.{digits}f} GB ({gib(n_bytes):,.{digits}f} GiB)"
+    return bytes_text(n_bytes, digits)
+
+
+share(GB=GB, GiB=GiB)
+
+
+@portable
+def percent(x, digits):
+    """``f"{x:.{digits}%}"``: x x 100 with ``digits`` decimals and a percent sign (Python multiplies the float by 100)."""
+    return fmt_fixed(x * 100, digits, False) + "%"
+
+
+@portable
+def bytes_text(n_bytes, digits):
+    """:func:`fmt_bytes` without the checks: both units, ``digits`` decimals, thousands separated."""
+    return (fmt_fixed(n_bytes / shared("GB"), digits, True) + " GB (" + fmt_fixed(n_bytes / shared("GiB"), digits, True) +
+            " GiB)")

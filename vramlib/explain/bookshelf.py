@@ -26,7 +26,6 @@ from ..catalog.precision import get_precision, precision_names
 from ..core.units import gb, gib
 from ..catalog.hardware import capacity_bytes
 from ..core.portable import escape, fmt_fixed, fmt_g, infinity, portable, round_even, share, shared
-from ..core.units import GB, GiB
 
 # --- what each Breakdown component is on the shelf ---------------------------------------------------------
 
@@ -116,7 +115,7 @@ _CONSTANTS_COLOUR = "#c8ad7f"
 
 share(COMPONENT_KIND=[list(x) for x in _COMPONENT_KIND], SHELF_ORDER=list(_ORDER), TECHNICAL=dict(_TECHNICAL),
       QUALITY=[[low, name, list(colours)] for low, name, colours in _QUALITY], BOOK_PLAIN=dict(_BOOK_PLAIN),
-      CONSTANTS_COLOUR=_CONSTANTS_COLOUR, GB=GB, GiB=GiB,
+      CONSTANTS_COLOUR=_CONSTANTS_COLOUR,
       FURNITURE={k: {"thing": f.thing, "plain": f.plain, "colour": f.colour, "height": f.height}
                  for k, f in _FURNITURE.items()})
 
@@ -231,7 +230,7 @@ class Shelf:
         return self._totals["shelves_needed"]
 
     def view(self) -> dict:
-        """The shelf as portable code reads it (the browser's shelf object: :func:`make_shelf`)."""
+        """The shelf as portable code reads it (the browser's shelf object: ``make_shelf``)."""
         items = [{"component": i.component, "kind": i.kind, "thing": i.thing, "plain": i.plain,
                   "technical": i.technical, "nbytes": i.nbytes, "start": i.start} for i in self.items]
         q = self.quality
@@ -293,7 +292,7 @@ def layout_items(parts):
 @portable
 def make_shelf(items, capacity, quality, volumes, title):
     """A laid-out shelf as a dict (what the SVG and the words read): the items with their ends, the capacity, the
-    print quality (:func:`quality_of`), the volumes, the title and :func:`shelf_totals`."""
+    print quality (``quality_of``), the volumes, the title and ``shelf_totals``."""
     placed = []
     for i in items:
         d = dict(i)

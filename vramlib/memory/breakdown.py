@@ -10,6 +10,17 @@ from collections.abc import Iterator, Mapping
 from ..core.errors import InvalidValueError, check_fraction
 from ..core.units import gb, gib
 from ..catalog.hardware import capacity_bytes
+from ..core.portable import portable, q, q_cmp, q_mul, q_sub
+
+
+@portable
+def fits_under(totals, capacity, headroom):
+    """Every total <= capacity x (1 - headroom), exactly (``headroom=0.1`` keeps 10% free)."""
+    limit = q_mul(q(capacity), q_sub(q(1), q(headroom)))
+    for t in totals:
+        if q_cmp(q(t), limit) > 0:
+            return False
+    return True
 
 
 class Breakdown(Mapping[str, int]):
@@ -52,10 +63,8 @@ class Breakdown(Mapping[str, int]):
 
     def fits(self, gpu_or_bytes, headroom: float = 0.0) -> bool:
         """True when total <= capacity x (1 - headroom); ``headroom=0.1`` keeps 10% free (exact arithmetic)."""
-        from fractions import Fraction
-
         headroom = check_fraction("headroom", headroom)
-        return self.total <= self.capacity(gpu_or_bytes) * (1 - Fraction(headroom))
+        return fits_under([self.total], self.capacity(gpu_or_bytes), headroom)
 
     def free_bytes(self, gpu_or_bytes) -> int:
         """Capacity minus total (negative when it does not fit)."""

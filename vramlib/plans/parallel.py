@@ -266,8 +266,15 @@ class ParallelPlan(Settings):
         return Fraction(self.pp - 1, self.virtual_stages * self.n_micro + self.pp - 1)
 
     def label(self) -> str:
-        """The plan as one line: "TP8 PP4 DP1 ZeRO-1 SP mb1x64 selective recompute" (:func:`plan_label`)."""
+        """The plan as one line: "TP8 PP4 DP1 ZeRO-1 SP mb1x64 selective recompute" (``plan_label``)."""
         return plan_label(Fields(self))
+
+
+@portable
+def spread_q(totals):
+    """(max - min) / max of the stages' totals (exact; 0 for empty stages): the source's balance measure."""
+    hi = max(totals)
+    return q_div(hi - min(totals), hi) if hi else q(0)
 
 
 @portable
@@ -367,8 +374,7 @@ class PlanMemory:
     @property
     def spread(self) -> Fraction:
         """(max - min) / max of the stages' GPU totals: the source's balance measure (chapter 11)."""
-        totals = [bd.total for bd in self.stages]
-        return Fraction(max(totals) - min(totals), max(totals)) if max(totals) else Fraction(0)
+        return spread_q([bd.total for bd in self.stages])
 
     def fits(self, gpu_or_bytes, headroom: float = 0.0) -> bool:
         """Every stage fits under capacity x (1 - headroom)."""
@@ -510,7 +516,7 @@ def layer_rank_params(m, tp, ep):
 def stage_model_params(m, tp, ep, layers, moe):
     """[non-expert, expert] parameters (exact) of one rank of each stage holding ``layers[i]`` layers (``moe[j]``:
     layer j has routed experts): LAYER_PARAMS_RANK_* per layer, the embedding on the first stage, the head and final
-    norm on the last, scaled by :func:`model_scale`."""
+    norm on the last, scaled by ``model_scale``."""
     pp = len(layers)
     per = layer_rank_params(m, tp, ep)
     vals = dict(m["sym"])
@@ -602,7 +608,7 @@ def in_flight_q(pp, stage, n_micro, schedule, virtual_stages):
 
 
 def check_layout(spec: ModelSpec, plan: ParallelPlan) -> None:
-    """Raise InvalidValueError when the model cannot be laid out this way (heads, layers, experts): :func:`layout_problem`."""
+    """Raise InvalidValueError when the model cannot be laid out this way (heads, layers, experts): ``layout_problem``."""
     raise_problem(layout_problem(model_view(spec), Fields(plan)))
 
 
@@ -713,7 +719,7 @@ def _check_plan(spec: ModelSpec, plan: ParallelPlan, w: Workload, opts: PlanOpti
 
 
 def _trainable(step: _Step) -> dict:
-    """What :func:`plan_stages` needs beyond the plan: the layer lists, the optimizer bytes per trainable parameter,
+    """What ``plan_stages`` needs beyond the plan: the layer lists, the optimizer bytes per trainable parameter,
     (lora/qlora) the trainable count and the frozen base weights, the gather buffer's bytes per parameter."""
     spec, w, g = step.spec, step.w, step.opts.gather_buffer
     out = {"layers": list(step.layers), "moe": _moe_flags(spec, step.opts.moe_layers), "method": w.method,
@@ -748,7 +754,7 @@ def zero_rates(dp, zero, cb, b_o):
 
 @portable
 def zero_states(n, dp, zero, cb, b_o):
-    """[[name, bytes]] (exact) of the ZERO_PARTS of a rank holding ``n`` trainable parameters (:func:`zero_rates`)."""
+    """[[name, bytes]] (exact) of the ZERO_PARTS of a rank holding ``n`` trainable parameters (``zero_rates``)."""
     return [[part[0], q_mul(part[1], n)] for part in zero_rates(dp, zero, cb, b_o)]
 
 
@@ -767,7 +773,7 @@ def state_place(plan, name):
 
 @portable
 def plan_rates(plan, setup):
-    """[:func:`zero_rates` over dp, over dp / ep]: bytes per dense and per routed-expert parameter of one rank."""
+    """[``zero_rates`` over dp, over dp / ep]: bytes per dense and per routed-expert parameter of one rank."""
     dense = zero_rates(plan["dp"], plan["zero"], setup["cb"], setup["b_o"])
     if plan["ep"] == 1:
         return [dense, dense]
@@ -854,7 +860,7 @@ def plan_stages(m, plan, setup):
 
 
 def _lower_rates(step: _Step, setup: dict) -> list:
-    """:func:`plan_rates` of each ZeRO stage below the plan's (what :func:`_zero_note` compares with)."""
+    """``plan_rates`` of each ZeRO stage below the plan's (what :func:`_zero_note` compares with)."""
     plan = step.plan
     return [plan_rates({"dp": plan.dp, "ep": plan.ep, "zero": k},
                        dict(setup, cb=_conv_bytes(step.w.convention, step.w.precision, k))) for k in range(plan.zero)]

@@ -61,8 +61,9 @@ from ..core.settings import Settings, settings_class
 from ..catalog.hardware import GPU, capacity_bytes, get_gpu
 from ..memory.inference import DEFAULT_RESERVE
 from ..catalog.models import ModelSpec, get_model
-from ..plans.parallel import ParallelPlan, PlanMemory, layer_rank_params, model_scale, plan_memory, zero_rates
-from ..core.portable import ev, infinity, portable, q, q_add, q_float, q_mul
+from ..plans.parallel import ParallelPlan, PlanMemory, layer_rank_params, model_scale, plan_memory, spread_q, zero_rates
+from ..core.portable import ev, infinity, portable, q, q_add, q_cmp, q_div, q_float, q_mul
+from ..core.units import percent
 from ..core.symbols import L, b, h, s
 from ..memory.training import CONVENTIONS, METHODS, OPTIMIZERS, optimizer_state_bytes
 from ..core.units import parse_memory
@@ -164,8 +165,7 @@ class PipelineBalance:
 
 def spread(totals: Sequence[int]) -> Fraction:
     """(max - min) / max: the source's balance measure (chapter 11)."""
-    hi = max(totals)
-    return Fraction(hi - min(totals), hi) if hi else Fraction(0)
+    return PL.spread_q(list(totals))
 
 
 def _share(field: str, value, allow_zero: bool = False):
@@ -211,18 +211,29 @@ def balance_verdict(totals: Sequence[int], capacity: int | None = None, peak_sha
     """The source's criterion: peaks under ``peak_share`` of the card, spread under 10% (balanced) / 20%."""
     peak_share = _share("peak_share", peak_share)
     good_spread, ok_spread = _share("good_spread", good_spread), _share("ok_spread", ok_spread)
-    sp_ = spread(totals)
+    limits = [[Fraction(x).limit_denominator().numerator, Fraction(x).limit_denominator().denominator, x]
+              for x in (peak_share, good_spread, ok_spread)]
+    return balance_words(list(totals), capacity, limits)
+
+
+@portable
+def balance_words(totals, capacity, limits):
+    """:func:`balance_verdict` once its thresholds are checked: ``limits`` = [numerator, denominator, value] of the
+    peak share, the good and the acceptable spread (compared exactly, printed as given)."""
+    spread_ = spread_q(totals)
     hi = max(totals)
     parts = []
+    under = True
     if capacity is not None:
-        share = Fraction(hi, capacity)
-        under = share <= Fraction(peak_share).limit_denominator()
-        parts.append(f"peak {float(share):.0%} of the card ({'under' if under else 'over'} "
-                     f"{peak_share:.0%})")
-    word = "balanced" if sp_ <= Fraction(good_spread).limit_denominator() else (
-        "acceptable" if sp_ <= Fraction(ok_spread).limit_denominator() else "unbalanced")
-    parts.append(f"spread {float(sp_):.1%}: {word} (source: under {good_spread:.0%}-{ok_spread:.0%})")
-    ok = word != "unbalanced" and (capacity is None or Fraction(hi, capacity) <= Fraction(peak_share).limit_denominator())
+        share = q_div(hi, capacity)
+        under = q_cmp(share, q_div(limits[0][0], limits[0][1])) <= 0
+        parts.append("peak " + percent(q_float(share), 0) + " of the card (" + ("under" if under else "over") + " " +
+                     percent(limits[0][2], 0) + ")")
+    word = "balanced" if q_cmp(spread_, q_div(limits[1][0], limits[1][1])) <= 0 else (
+        "acceptable" if q_cmp(spread_, q_div(limits[2][0], limits[2][1])) <= 0 else "unbalanced")
+    parts.append("spread " + percent(q_float(spread_), 1) + ": " + word + " (source: under " + percent(limits[1][2], 0) +
+                 "-" + percent(limits[2][2], 0) + ")")
+    ok = word != "unbalanced" and under
     return ("meets" if ok else "fails") + " the source's criterion: " + "; ".join(parts)
 
 
@@ -515,7 +526,7 @@ def search_plans(model: ModelSpec | str, gpu: GPU | str, n_gpus: int, seq: int |
     sequences of ``seq`` tokens; those whose fullest GPU fits under ``(1 - headroom)`` of the card, ranked by
     tokens/s (module doc). ``space``: a :class:`PlanSpace`; its fields may be given as keywords instead (or on top
     of it; ``seq`` and ``global_batch`` also by position). TP stays within a node, divides the heads and divides or
-    is a multiple of the KV heads (:func:`vramlib.memory.inference.allowed_tp`); explicit ``tp`` / ``pp`` / ``ep`` values
+    is a multiple of the KV heads (``allowed_tp``); explicit ``tp`` / ``pp`` / ``ep`` values
     the model cannot use raise (an int alone is one value). Sequence parallelism is on whenever TP > 1 (same
     traffic, less memory). Megatron activation accounting. Chapter 12.
 

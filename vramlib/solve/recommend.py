@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from fractions import Fraction
 
 import sympy as sp
@@ -37,6 +38,8 @@ from ..catalog.models import ModelSpec, get_model
 from ..plans.parallel import ParallelPlan, PlanMemory, plan_memory
 from ..catalog.precision import get_precision
 from ..memory.training import METHODS
+from ..core.portable import Fields, ev, portable, q_decimal, q_div, q_float, share
+from ..memory.breakdown import fits_under
 
 n_cards = sp.Symbol("n", integer=True, positive=True)
 price_h = sp.Symbol("p_h", nonnegative=True)
@@ -63,35 +66,40 @@ class Recommendation:
     def plan(self) -> ParallelPlan:
         return self.memory.plan
 
+    @cached_property
+    def _view(self) -> dict:
+        return row_view(self.count, Fields(self.gpu), [bd.total for bd in self.memory.stages], self.headroom)
+
     @property
     def per_gpu_bytes(self) -> int:
         """Bytes on the fullest GPU."""
-        return self.memory.total
+        return self._view["per_gpu_bytes"]
 
     @property
     def capacity(self) -> int:
-        return self.gpu.memory_bytes
+        return self._view["capacity"]
 
     @property
     def fits(self) -> bool:
         """Every GPU under capacity x (1 - headroom)."""
-        return self.memory.fits(self.gpu, self.headroom)
+        return self._view["fits"]
 
     @property
     def share(self) -> float:
         """Fullest GPU / capacity."""
-        return float(Fraction(self.per_gpu_bytes, self.capacity))
+        return self._view["share"]
 
     @property
     def cost_per_hour_usd(self) -> float | None:
         """COST_PER_HOUR at the catalogue price (None when the catalogue has no price for this card)."""
-        if self.gpu.price_per_hour_usd is None:
-            return None
-        price = Fraction(str(self.gpu.price_per_hour_usd))
-        return float(F.evaluate(COST_PER_HOUR, n=self.count, p_h=price))
+        return self._view["cost"]
+
+    def view(self) -> dict:
+        """What the portable ranking and verdict read (``row_view``; the browser's rows are the same)."""
+        return self._view
 
     def label(self) -> str:
-        return f"{self.count} x {self.gpu.key}"
+        return self._view["label"]
 
     def row(self) -> dict:
         """A row for vramlib.present.viz.Table (GB = 10^9 bytes)."""
@@ -102,13 +110,81 @@ class Recommendation:
                 "price date": self.gpu.price_date or "no price", "notes": "; ".join(self.notes)}
 
 
+share(COST_PER_HOUR=COST_PER_HOUR)
+
+
+@portable
+def row_view(count, card, totals, headroom):
+    """One card x count as the ranking and the verdict read it: fits (every stage under capacity x (1 - headroom)),
+    the hourly cost, the share of the card the fullest GPU uses, the label and the card's facts."""
+    per = max(totals)
+    return {"fits": fits_under(totals, card["memory_bytes"], headroom),
+            "cost": hourly_cost(count, card["price_per_hour_usd"]), "count": count,
+            "share": q_float(q_div(per, card["memory_bytes"])), "key": card["key"],
+            "label": str(count) + " x " + card["key"], "per_gpu_bytes": per, "capacity": card["memory_bytes"],
+            "price_date": card["price_date"], "headroom": headroom}
+
+
+@portable
+def hourly_cost(count, price):
+    """COST_PER_HOUR at the price as written (``None`` without a price), as a float."""
+    if price is None:
+        return None
+    return q_float(ev("COST_PER_HOUR", None, {"n": count, "p_h": q_decimal(price)}))
+
+
+@portable
+def card_rows(rows, fewest_only, include_unfit):
+    """Which of one card's rows (one per GPU count, in count order) to keep: with ``fewest_only`` the smallest count
+    that fits, else (``include_unfit``) the largest count tried, the closest miss; otherwise every fitting row (and
+    the rest with ``include_unfit``). Returns their indices."""
+    fitting = [i for i in range(len(rows)) if rows[i]["fits"]]
+    unfit = [i for i in range(len(rows)) if not rows[i]["fits"]]
+    if fewest_only:
+        if len(fitting):
+            return [fitting[0]]
+        return [unfit[len(unfit) - 1]] if include_unfit and len(unfit) else []
+    return fitting + (unfit if include_unfit else [])
+
+
+@portable
+def rank_order(rows):
+    """Indices of ``rows`` best first: fitting rows first, priced before unpriced, cheaper, fewer GPUs, more room
+    left, then by card key (a stable insertion sort)."""
+    def before(a, b):
+        if a["fits"] != b["fits"]:
+            return a["fits"]
+        if (a["cost"] is None) != (b["cost"] is None):
+            return b["cost"] is None
+        if a["cost"] is not None and a["cost"] != b["cost"]:
+            return a["cost"] < b["cost"]
+        if a["count"] != b["count"]:
+            return a["count"] < b["count"]
+        if a["share"] != b["share"]:
+            return a["share"] < b["share"]
+        return a["key"] < b["key"]
+
+    order = []
+    for i in range(len(rows)):
+        j = len(order)
+        while j > 0 and before(rows[i], rows[order[j - 1]]):
+            j -= 1
+        order.insert(j, i)
+    return order
+
 def _notes(gpu: GPU, precision: str, attention: str) -> tuple[str, ...]:
+    return tuple(row_notes(Fields(gpu), precision, attention))
+
+
+@portable
+def row_notes(card, precision, attention):
+    """The recommender's notes on a card that lacks the requested bf16 or FlashAttention-2 (same bytes either way)."""
     out = []
-    if precision == "bf16" and not gpu.supports_bf16:
+    if precision == "bf16" and not card["supports_bf16"]:
         out.append("no bf16: fp16 with loss scaling (same bytes)")
-    if attention == "flash" and not gpu.supports_flash_attention_2:
+    if attention == "flash" and not card["supports_flash_attention_2"]:
         out.append("no FlashAttention-2: SDPA memory-efficient kernel (same saved tensors)")
-    return tuple(out)
+    return out
 
 
 def _plan_for(count: int, zero: int, plan_fields: dict) -> tuple[ParallelPlan, str]:
@@ -159,14 +235,8 @@ def recommend_gpus(model: ModelSpec | str, method: str = "qlora", seq: int = 204
         if notes and require_features:
             continue
         rows = [Recommendation(g, c, per_count[c], headroom, notes) for c in counts]
-        fitting = [r for r in rows if r.fits]
-        unfit = [r for r in rows if not r.fits]
-        if fewest_only:
-            # the smallest count that fits; else (include_unfit) the largest count tried, the closest miss
-            out += fitting[:1] or (unfit[-1:] if include_unfit else [])
-        else:
-            out += fitting + (unfit if include_unfit else [])
-    return sorted(out, key=_rank)
+        out += [rows[i] for i in card_rows([{"fits": r.fits} for r in rows], fewest_only, include_unfit)]
+    return [out[i] for i in rank_order([r.view() for r in out])]
 
 
 def _row_flags(options: dict) -> tuple[bool, bool, bool]:
@@ -193,10 +263,6 @@ def _memory_per_count(m: ModelSpec, method: str, seq: int, counts: list[int], ze
         per_count[c] = plan_memory(m, plan, seq, method=method, buckets=user_buckets or buckets, **training_kwargs)
     return per_count
 
-
-def _rank(r: Recommendation):
-    cost = r.cost_per_hour_usd
-    return (not r.fits, cost is None, cost if cost is not None else math.inf, r.count, r.share, r.gpu.key)
 
 
 @checked_call

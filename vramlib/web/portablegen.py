@@ -131,9 +131,14 @@ def compiled_functions() -> tuple[str, set[str], set[str]]:
 
 def _load_portable_modules() -> None:
     """Import every module that defines portable functions (the registry fills on import)."""
+    from ..core import units  # noqa: F401
     from ..explain import bookshelf  # noqa: F401
     from ..memory import inference, sharding, training  # noqa: F401
-    from ..present.widgets import bookshelf as bookshelf_panel  # noqa: F401
+    from ..catalog import hardware  # noqa: F401
+    from ..memory import breakdown  # noqa: F401
+    from ..present.widgets import bookshelf as bookshelf_panel, finetune, parallel as parallel_panel  # noqa: F401
+    from ..present.widgets import recommend as recommend_panel  # noqa: F401
+    from ..solve import recommend  # noqa: F401
     from ..plans import parallel  # noqa: F401
     from ..solve import planning  # noqa: F401
 

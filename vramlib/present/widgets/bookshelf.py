@@ -66,7 +66,7 @@ def shelf_breakdown(shelf: Shelf) -> Breakdown:
 
 def bookshelf_render(shelves: list[tuple[str, Shelf]] | Exception) -> str:
     """HTML: for each shelf its caption and verdict, the SVG on a common scale; then the pictures in words (alt
-    text) and each shelf's numbers (:func:`shelves_html`); or an error line."""
+    text) and each shelf's numbers (``shelves_html``); or an error line."""
     if isinstance(shelves, Exception):
         return render(shelves)
     return shelves_html([[caption, s.view()] for caption, s in shelves],

@@ -25,6 +25,7 @@ from ...catalog.models import get_model
 from ...plans.parallel import OFFLOAD, ParallelPlan, PlanMemory, plan_memory
 from ...memory.training import CONVENTIONS, METHODS, OPTIMIZERS, TRAINING_PRECISIONS
 from ...core.units import gb, gib
+from ...core.portable import Fields, fmt_fixed, portable, shared
 from ..viz import breakdown_svg
 from .base import Computed, dropdown, evaluate_panel, int_box, model_with_heads, panel, panel_plan, render
 from .parallel import _verdict
@@ -51,13 +52,26 @@ def finetune_plan(model, gpu: str, n_heads: int | None = None, n_kv_heads: int |
 
 
 def _card_notes(gpu: str, precision: str, attention: str) -> str:
-    card = get_gpu(gpu)
+    return card_notes(Fields(get_gpu(gpu)), precision, attention)
+
+
+@portable
+def card_notes(card, precision, attention):
+    """" <card> has no bf16 ...; <card> has no FlashAttention-2 ..." when the card lacks what the settings ask for
+    (the same bytes either way), else ""."""
     out = []
-    if precision == "bf16" and not card.supports_bf16:
-        out.append(f"{card.key} has no bf16: use fp16 with loss scaling (same bytes)")
-    if attention == "flash" and not card.supports_flash_attention_2:
-        out.append(f"{card.key} has no FlashAttention-2: 'sdpa' (memory-efficient kernel) keeps the same tensors")
-    return (" " + "; ".join(out) + ".") if out else ""
+    if precision == "bf16" and not card["supports_bf16"]:
+        out.append(card["key"] + " has no bf16: use fp16 with loss scaling (same bytes)")
+    if attention == "flash" and not card["supports_flash_attention_2"]:
+        out.append(card["key"] + " has no FlashAttention-2: 'sdpa' (memory-efficient kernel) keeps the same tensors")
+    return (" " + "; ".join(out) + ".") if len(out) else ""
+
+
+@portable
+def zero_stage_text(zero, chosen, total):
+    """One ZeRO stage of the comparison: "ZeRO-2 (selected) 12.34 GB"."""
+    return ("ZeRO-" + str(zero) + (" (selected)" if zero == chosen else "") + " " +
+            fmt_fixed(total / shared("GB"), 2, True) + " GB")
 
 
 def finetune_compute(model, gpu: str, compare_zero: bool = False, **values) -> Computed:
@@ -76,7 +90,7 @@ def finetune_compute(model, gpu: str, compare_zero: bool = False, **values) -> C
             except VramlibError as e:  # e.g. optimizer offload needs ZeRO >= 1
                 bits.append(f"ZeRO-{z}: {e}")
                 continue
-            bits.append(f"ZeRO-{z}{' (selected)' if z == chosen else ''} {gb(pz.total):,.2f} GB")
+            bits.append(zero_stage_text(z, chosen, pz.total))
         verdict += " Fullest rank by ZeRO stage: " + "; ".join(bits) + "."
     return pm.peak, card.memory_bytes, verdict
 

@@ -18,7 +18,8 @@ from ...catalog.models import get_model
 from ...plans.parallel import OFFLOAD, ParallelPlan, PlanMemory, plan_memory
 from ...solve.planning import PlanSpace, balance_pipeline, balance_verdict, search_plans
 from ...memory.training import CONVENTIONS, TRAINING_PRECISIONS
-from ...core.units import fmt_bytes, gb, gib
+from ...core.units import bytes_text, fmt_bytes, gb, gib, percent
+from ...core.portable import fmt_fixed, portable, shared
 from ..viz import breakdown_svg
 from .base import (
     Computed, bounded_int, evaluate_panel, model_with_heads, panel_plan, range_problem, render, with_static_view,
@@ -42,18 +43,37 @@ def _plan(tp, pp, dp, zero, recompute, micro_batch, n_micro, sequence_parallel, 
 
 
 def _verdict(pm: PlanMemory, cap: int) -> str:
-    free = cap - pm.total
-    head = (f"Fits on every GPU: {fmt_bytes(free)} free on the fullest (stage {pm.peak_stage})." if free >= 0 else
-            f"Does not fit: the fullest GPU (stage {pm.peak_stage}) is short by {fmt_bytes(-free)}.")
-    if len(pm.stages) > 1:
-        head += " Stages: " + " / ".join(f"{gb(bd.total):.1f}" for bd in pm.stages) + " GB"
-        head += f" (spread {float(pm.spread):.0%})."
-    host = max(bd.total for bd in pm.host)
+    return plan_verdict(plan_view(pm), cap)
+
+
+def plan_view(pm: PlanMemory) -> dict:
+    """What ``plan_verdict`` reads of a PlanMemory (the browser's plan result has the same fields)."""
+    return {"total": pm.total, "peak_stage": pm.peak_stage, "stage_totals": [bd.total for bd in pm.stages],
+            "spread": float(pm.spread), "host_totals": [bd.total for bd in pm.host], "nvme": list(pm.nvme),
+            "n_gpus": pm.plan.n_gpus, "global_batch": pm.plan.global_batch}
+
+
+@portable
+def plan_verdict(pm, cap):
+    """The plan panels' verdict: fits with so much free on the fullest GPU or short by so much; the stages, host and
+    NVMe memory per rank; GPUs and global batch."""
+    free = cap - pm["total"]
+    if free >= 0:
+        head = ("Fits on every GPU: " + bytes_text(free, 1) + " free on the fullest (stage " + str(pm["peak_stage"]) +
+                ").")
+    else:
+        head = ("Does not fit: the fullest GPU (stage " + str(pm["peak_stage"]) + ") is short by " +
+                bytes_text(-free, 1) + ".")
+    if len(pm["stage_totals"]) > 1:
+        head += (" Stages: " + " / ".join([fmt_fixed(t / shared("GB"), 1, False) for t in pm["stage_totals"]]) +
+                 " GB (spread " + percent(pm["spread"], 0) + ").")
+    host = max(pm["host_totals"])
     if host:
-        head += f" Host memory per rank: {fmt_bytes(host)}."
-    if any(pm.nvme):
-        head += f" NVMe per rank: {fmt_bytes(max(pm.nvme))}."
-    return head + f" {pm.plan.n_gpus:,} GPUs, global batch {pm.plan.global_batch:,} sequences."
+        head += " Host memory per rank: " + bytes_text(host, 1) + "."
+    if max(pm["nvme"]):
+        head += " NVMe per rank: " + bytes_text(max(pm["nvme"]), 1) + "."
+    return (head + " " + fmt_fixed(pm["n_gpus"], 0, True) + " GPUs, global batch " +
+            fmt_fixed(pm["global_batch"], 0, True) + " sequences.")
 
 
 def plan_memory_compute(model, gpu: str, tp: int = 1, pp: int = 1, dp: int = 1, zero: int = 0,

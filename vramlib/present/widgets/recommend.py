@@ -14,7 +14,8 @@ from ...core.errors import InvalidValueError, VramlibError
 from ...memory.inference import DEFAULT_RESERVE
 from ...catalog.models import get_model
 from ...solve.recommend import recommend_gpus, recommendation_table
-from ...core.units import fmt_bytes
+from ...core.units import bytes_text, fmt_bytes, percent
+from ...core.portable import fmt_fixed, portable
 from .base import Computed, dropdown, int_box, model_with_heads, panel, render
 from .finetune import training_controls
 
@@ -43,22 +44,30 @@ def recommend_rows(model, n_heads: int | None = None, n_kv_heads: int | None = N
 
 
 def _verdict(recs) -> str:
-    fit = [r for r in recs if r.fits]
-    if not fit:
-        return (f"Nothing in the catalogue fits under {1 - recs[0].headroom:.0%} with up to {max(r.count for r in recs)}"
-                " GPUs: shorten the sequence, recompute activations, use LoRA/QLoRA or more GPUs.") if recs else \
-            "No catalogue card to compare."
+    return recommend_verdict([r.view() for r in recs])
+
+
+@portable
+def recommend_verdict(rows):
+    """The recommender's verdict from its ranked rows (``row_view``): the cheapest card
+    that fits and the next three, or why nothing fits."""
+    fit = [r for r in rows if r["fits"]]
+    if not len(fit):
+        if not len(rows):
+            return "No catalogue card to compare."
+        return ("Nothing in the catalogue fits under " + percent(1 - rows[0]["headroom"], 0) + " with up to " +
+                str(max([r["count"] for r in rows])) + " GPUs: shorten the sequence, recompute activations, use "
+                "LoRA/QLoRA or more GPUs.")
+
+    def say(r):
+        return r["label"] + (" ($" + fmt_fixed(r["cost"], 2, True) + "/h)" if r["cost"] is not None else " (no price)")
+
     best = fit[0]
-
-    def say(r) -> str:
-        cost = r.cost_per_hour_usd
-        return f"{r.label()}" + (f" (${cost:,.2f}/h)" if cost is not None else " (no price)")
-
-    head = (f"Cheapest that fits: {say(best)}, {fmt_bytes(best.per_gpu_bytes)} of "
-            f"{fmt_bytes(best.capacity)} per GPU"
-            + (f", prices of {best.gpu.price_date}" if best.gpu.price_date else "") + ".")
+    head = ("Cheapest that fits: " + say(best) + ", " + bytes_text(best["per_gpu_bytes"], 1) + " of " +
+            bytes_text(best["capacity"], 1) + " per GPU" +
+            (", prices of " + best["price_date"] if best["price_date"] else "") + ".")
     if len(fit) > 1:
-        head += " Next: " + "; ".join(say(r) for r in fit[1:4]) + f". {len(fit)} cards fit in all."
+        head += (" Next: " + "; ".join([say(r) for r in fit[1:4]]) + ". " + str(len(fit)) + " cards fit in all.")
     return head
 
 

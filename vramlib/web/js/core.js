@@ -139,7 +139,15 @@ VL.portable = {
     if (!Object.prototype.hasOwnProperty.call(VL.shared, name)) { throw new Error("no shared constant " + name); }
     return VL.shared[name];
   },
-  q: Q.from, q_add: function (a, b) { return Q.add(Q.from(a), Q.from(b)); },
+  q: Q.from,
+  q_decimal: function (x) {  /* Fraction(str(x)): the number as written (String(x) is Python's repr for these) */
+    var m = /^(-?)(\d+)(?:\.(\d+))?(?:e([+-]?\d+))?$/.exec(String(x));
+    if (!m) { throw new Error("not a decimal number: " + x); }
+    var frac = m[3] || "", e = Number(m[4] || 0) - frac.length, n = BigInt(m[2] + frac) * (m[1] ? -1n : 1n);
+    var ten = BigInt(10), p = ten ** BigInt(Math.abs(e));  /* decimal base */
+    return e >= 0 ? Q(n * p) : Q(n, p);
+  },
+  q_add: function (a, b) { return Q.add(Q.from(a), Q.from(b)); },
   q_sub: function (a, b) { return Q.sub(Q.from(a), Q.from(b)); },
   q_mul: function (a, b) { return Q.mul(Q.from(a), Q.from(b)); },
   q_div: function (a, b) { return Q.div(Q.from(a), Q.from(b)); },
@@ -222,9 +230,8 @@ VL.fixed = function (x, digits) { /* Python f"{x:,.{digits}f}" */
   return (neg ? "-" : "") + parts.join(".");
 };
 VL.commas = function (n) { return VL.fixed(n, 0); };
-VL.fmtBytes = function (n, digits) {
-  digits = digits === undefined ? 1 : digits;
-  return VL.fixed(VL.gb(n), digits) + " GB (" + VL.fixed(VL.gib(n), digits) + " GiB)";
+VL.fmtBytes = function (n, digits) {  /* units.fmt_bytes (units.bytes_text) */
+  return VL.py.bytes_text(n, digits === undefined ? 1 : digits);
 };
 VL.parseMemory = function (value, field) {
   field = field || "memory";

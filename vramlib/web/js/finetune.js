@@ -1,7 +1,8 @@
 /* vramlib/web/js/finetune.js -- the fine-tuning plan calculator (chapters 3, 4): mirrors vramlib.present.widgets.finetune
  * (finetune_plan, finetune_compute). The plan model is parallel.js's VL.planMemory (vramlib.plans.parallel.plan_memory:
  * full, LoRA and QLoRA, optimizer offload, buckets, host memory) and its verdict VL.planVerdict
- * (widgets.parallel._verdict); VL.ft.finetunePlan is used by recommend.js too. */
+ * (widgets.parallel.plan_verdict); the card notes and the ZeRO comparison's words are widgets.finetune's @portable
+ * card_notes and zero_stage_text (VL.py). */
 (function () {
   var FT = VL.ft = {};
 
@@ -23,16 +24,7 @@
       convention: a.convention, attention: a.attention, lora_rank: a.lora_rank, reserve: a.reserve });
   };
 
-  function cardNotes(gpu, precision, attention) { /* widgets.finetune._card_notes */
-    var card = VL.getGpu(gpu), out = [];
-    if (precision === "bf16" && !card.supports_bf16) {
-      out.push(card.key + " has no bf16: use fp16 with loss scaling (same bytes)");
-    }
-    if (attention === "flash" && !card.supports_flash_attention_2) {
-      out.push(card.key + " has no FlashAttention-2: 'sdpa' (memory-efficient kernel) keeps the same tensors");
-    }
-    return out.length ? " " + out.join("; ") + "." : "";
-  }
+  function cardNotes(gpu, precision, attention) { return VL.py.card_notes(VL.getGpu(gpu), precision, attention); }
 
   /* widgets.finetune.finetune_compute */
   VL.register("finetune", function (a) {
@@ -55,7 +47,7 @@
           bits.push("ZeRO-" + z + ": " + e.message);
           return;
         }
-        bits.push("ZeRO-" + z + (z === chosen ? " (selected)" : "") + " " + VL.fixed(VL.gb(pz.total), 2) + " GB");
+        bits.push(VL.py.zero_stage_text(z, chosen, pz.total));
       });
       verdict += " Fullest rank by ZeRO stage: " + bits.join("; ") + ".";
     }

@@ -112,26 +112,12 @@
       peak_stage: peakStage, peak: gpuStages[peakStage], total: totals[peakStage], spread: spreadOf(totals).value };
   };
 
-  /* planning.spread and planning.balance_verdict (exact comparisons with the exported thresholds, as Fractions) */
-  function spreadOf(totals) {
-    var hi = Math.max.apply(null, totals), lo = Math.min.apply(null, totals);
-    return { hi: hi, lo: lo, value: hi ? (hi - lo) / hi : 0 };
-  }
+  function spreadOf(totals) { return { value: Q.num(PY.spread_q(totals)) }; }  /* parallel.spread_q */
+  /* planning.balance_verdict (planning.balance_words, the thresholds exported as exact fractions) */
   VL.balanceVerdict = function (totals, capacity) {
-    var B = D.planning.BALANCE, pct = function (f) { return VL.toFixed(100 * f[0] / f[1], 0) + "%"; };
-    var s = spreadOf(totals), hi = s.hi, parts = [], under = true;
-    if (capacity !== null && capacity !== undefined) {
-      under = B.peak_share[1] * hi <= B.peak_share[0] * capacity;
-      parts.push("peak " + VL.toFixed(100 * (hi / capacity), 0) + "% of the card (" + (under ? "under" : "over") + " " +
-        pct(B.peak_share) + ")");
-    }
-    var d = hi - s.lo;
-    var word = B.good_spread[1] * d <= B.good_spread[0] * hi ? "balanced" :
-      (B.ok_spread[1] * d <= B.ok_spread[0] * hi ? "acceptable" : "unbalanced");
-    parts.push("spread " + VL.toFixed(100 * s.value, 1) + "%: " + word + " (source: under " + pct(B.good_spread) + "-" +
-      pct(B.ok_spread) + ")");
-    var ok = word !== "unbalanced" && under;
-    return (ok ? "meets" : "fails") + " the source's criterion: " + parts.join("; ");
+    var B = D.planning.BALANCE, lim = function (f, x) { return [f[0], f[1], x]; }, df = DF["planning.balance_verdict"];
+    return PY.balance_words(totals, capacity === undefined ? null : capacity,
+      [lim(B.peak_share, df.peak_share), lim(B.good_spread, df.good_spread), lim(B.ok_spread, df.ok_spread)]);
   };
 
   /* planning.balance_pipeline: the even split, then VL.py.balanced_layers (the exact DP over the stage boundaries),
@@ -184,20 +170,11 @@
       virtual_stages: dflt(a.virtual_stages, df.virtual_stages), schedule: dflt(a.schedule, df.schedule) });
   }
 
-  /* widgets.parallel._verdict */
+  /* widgets.parallel._verdict (widgets.parallel.plan_verdict of the plan's view) */
   VL.planVerdict = function (pm, cap) {
-    var free = cap - pm.total;
-    var head = free >= 0 ? "Fits on every GPU: " + VL.fmtBytes(free) + " free on the fullest (stage " + pm.peak_stage + ")."
-      : "Does not fit: the fullest GPU (stage " + pm.peak_stage + ") is short by " + VL.fmtBytes(-free) + ".";
-    if (pm.stages.length > 1) {
-      head += " Stages: " + pm.stages.map(function (bd) { return gb1(bd.total); }).join(" / ") + " GB";
-      head += " (spread " + VL.toFixed(100 * pm.spread, 0) + "%).";
-    }
-    var host = Math.max.apply(null, pm.host.map(function (bd) { return bd.total; }));
-    if (host) { head += " Host memory per rank: " + VL.fmtBytes(host) + "."; }
-    var nv = Math.max.apply(null, pm.nvme);
-    if (nv) { head += " NVMe per rank: " + VL.fmtBytes(nv) + "."; }
-    return head + " " + VL.commas(pm.plan.n_gpus) + " GPUs, global batch " + VL.commas(pm.plan.global_batch) + " sequences.";
+    var tot = function (list) { return list.map(function (bd) { return bd.total; }); };
+    return PY.plan_verdict({ total: pm.total, peak_stage: pm.peak_stage, stage_totals: tot(pm.stages), spread: pm.spread,
+      host_totals: tot(pm.host), nvme: pm.nvme, n_gpus: pm.plan.n_gpus, global_batch: pm.plan.global_batch }, cap);
   };
 
   /* widgets.parallel.plan_stages_compute */

@@ -1,43 +1,25 @@
-/* vramlib/web/js/recommend.js -- the GPU recommender calculator (chapter 9): mirrors vramlib.solve.recommend (recommend_gpus,
- * Recommendation, the ranking) and vramlib.present.widgets.recommend (recommend_rows, _verdict, recommend_compute). The
- * per-GPU memory of each count is VL.planMemory (parallel.js); the cost is the generated VL.recommend.COST_PER_HOUR. */
+/* vramlib/web/js/recommend.js -- the GPU recommender calculator (chapter 9): the glue of vramlib.solve.recommend
+ * (recommend_gpus) and vramlib.present.widgets.recommend (recommend_rows, recommend_compute). The rules are
+ * @portable Python compiled for the page (VL.py): the card order (hardware.gpu_order), each row's fit, cost and share
+ * (recommend.row_view), which rows a card keeps (card_rows), the ranking (rank_order) and the verdict
+ * (widgets.recommend.recommend_verdict); the per-GPU memory of each count is VL.planMemory (parallel.js). */
 (function () {
-  var C = VL.data.constants, MAX_GPUS = VL.data.recommend.MAX_GPUS;
+  var C = VL.data.constants, MAX_GPUS = VL.data.recommend.MAX_GPUS, PY = VL.py;
   var DF = VL.data.defaults["widgets.recommend.recommend_rows"], ZERO = VL.data.defaults["recommend.recommend_gpus"].zero;
   var PLAN_FIELDS = ["recompute", "micro_batch"];  /* the panel's keywords that are ParallelPlan fields */
 
-  /* hardware.list_gpus: smallest memory first, then cheapest (unpriced last), then key */
+  /* hardware.list_gpus (hardware.gpu_order) */
   VL.listGpus = function () {
     var cards = Object.keys(VL.data.gpus).map(function (k) { return VL.data.gpus[k]; });
-    var price = function (g) { return g.price_per_hour_usd === null ? Infinity : g.price_per_hour_usd; };
-    return cards.sort(function (a, b) {
-      return (a.memory_bytes - b.memory_bytes) || (price(a) - price(b)) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
-    });
+    return PY.gpu_order(cards).map(function (i) { return cards[i]; });
   };
 
-  /* Recommendation.cost_per_hour_usd: float(COST_PER_HOUR) at the exact decimal price */
-  function cost(r) {
-    if (r.gpu.price_per_hour_usd === null) { return null; }
-    return Number(VL.recommend.COST_PER_HOUR({ n: r.count, p_h: r.gpu.price_per_hour_usd }).toFixed(10));
-  }
-
+  /* recommend.Recommendation: recommend.row_view plus the card and its plan memory */
   function rec(gpu, count, pm, headroom) {
-    var r = { gpu: gpu, count: count, memory: pm, headroom: headroom, per_gpu_bytes: pm.total,
-      capacity: gpu.memory_bytes, fits: pm.stages.every(function (bd) { return bd.total <= gpu.memory_bytes * (1 - headroom); }) };
-    r.share = r.per_gpu_bytes / r.capacity;
-    r.cost = cost(r);
-    r.label = count + " x " + gpu.key;
+    var r = PY.row_view(count, gpu, pm.stages.map(function (bd) { return bd.total; }), headroom);
+    r.gpu = gpu;
+    r.memory = pm;
     return r;
-  }
-
-  function rankCompare(a, b) { /* recommend._rank */
-    var ka = [!a.fits ? 1 : 0, a.cost === null ? 1 : 0, a.cost === null ? Infinity : a.cost, a.count, a.share];
-    var kb = [!b.fits ? 1 : 0, b.cost === null ? 1 : 0, b.cost === null ? Infinity : b.cost, b.count, b.share];
-    for (var i = 0; i < ka.length; i++) {
-      if (ka[i] < kb[i]) { return -1; }
-      if (ka[i] > kb[i]) { return 1; }
-    }
-    return a.gpu.key < b.gpu.key ? -1 : a.gpu.key > b.gpu.key ? 1 : 0;
   }
 
   /* recommend.recommend_gpus with zero=3, fewest_only, include_unfit, every catalogue card */
@@ -58,10 +40,9 @@
     var out = [];
     cards.forEach(function (g) {
       var rows = counts.map(function (c) { return rec(g, c, perCount[c], headroom); });
-      var fitting = rows.filter(function (r) { return r.fits; }), unfit = rows.filter(function (r) { return !r.fits; });
-      out = out.concat(fitting.length ? fitting.slice(0, 1) : unfit.slice(-1));
+      PY.card_rows(rows, true, true).forEach(function (i) { out.push(rows[i]); });
     });
-    return out.sort(rankCompare);
+    return PY.rank_order(out).map(function (i) { return out[i]; });
   };
 
   /* widgets.recommend.recommend_rows */
@@ -85,30 +66,11 @@
       micro_batch: pick("micro_batch"), reserve: pick("reserve") });
   };
 
-  /* widgets.recommend._verdict */
-  function verdict(recs) {
-    var fit = recs.filter(function (r) { return r.fits; });
-    if (!fit.length) {
-      if (!recs.length) { return "No catalogue card to compare."; }
-      return "Nothing in the catalogue fits under " + VL.toFixed(100 * (1 - recs[0].headroom), 0) + "% with up to " +
-        Math.max.apply(null, recs.map(function (r) { return r.count; })) +
-        " GPUs: shorten the sequence, recompute activations, use LoRA/QLoRA or more GPUs.";
-    }
-    var say = function (r) { return r.label + (r.cost !== null ? " ($" + VL.fixed(r.cost, 2) + "/h)" : " (no price)"); };
-    var best = fit[0];
-    var head = "Cheapest that fits: " + say(best) + ", " + VL.fmtBytes(best.per_gpu_bytes) + " of " +
-      VL.fmtBytes(best.capacity) + " per GPU" + (best.gpu.price_date ? ", prices of " + best.gpu.price_date : "") + ".";
-    if (fit.length > 1) {
-      head += " Next: " + fit.slice(1, 4).map(say).join("; ") + ". " + fit.length + " cards fit in all.";
-    }
-    return head;
-  }
-
   /* widgets.recommend.recommend_compute */
   VL.register("recommend", function (a) {
     var recs = VL.recommendRows(a);
     if (!recs.length) { throw new VL.VramlibError("gpu: no catalogue card to compare"); }
     var pick = recs[0];
-    return [pick.memory.peak, pick.fits ? pick.capacity : null, verdict(recs)];
+    return [pick.memory.peak, pick.fits ? pick.capacity : null, PY.recommend_verdict(recs)];
   });
 })();
