@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..core.errors import InvalidValueError, UnknownNameError
 from ..core.units import parse_memory
-from ..core.portable import Fields, infinity, portable
+from ..core.portable import Fields, infinity, portable, stable_order
 
 __all__ = ["GPU", "GPUS", "capacity_bytes", "get_gpu", "list_gpus", "normalise_gpu_name"]
 
@@ -457,13 +457,7 @@ def gpu_order(cards):
             return pa < pb
         return a["key"] < b["key"]
 
-    order = []
-    for i in range(len(cards)):
-        j = len(order)
-        while j > 0 and before(cards[i], cards[order[j - 1]]):
-            j -= 1
-        order.insert(j, i)
-    return order
+    return stable_order(cards, before)
 
 
 def capacity_bytes(value, field: str = "memory", *, positive: bool = True) -> int:

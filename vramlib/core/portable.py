@@ -161,6 +161,19 @@ def infinity() -> float:
     return float("inf")
 
 
+@portable
+def stable_order(items, before):
+    """Indices of ``items`` in the order ``before(a, b)`` (a strict "a comes first") defines, ties kept in input order:
+    an insertion sort, the same in Python and in the browser."""
+    order = []
+    for i in range(len(items)):
+        j = len(order)
+        while j > 0 and before(items[i], items[order[j - 1]]):
+            j -= 1
+        order.insert(j, i)
+    return order
+
+
 def raise_problem(problem) -> None:
     """Raise the one-line error a portable check returned (``[field, value, what is allowed]``); None passes. The
     browser's ``VL.raiseProblem`` throws the same message."""
@@ -199,4 +212,4 @@ RUNTIME = ("fmt_fixed", "fmt_g", "escape", "round_even", "infinity", "ev", "shar
 
 __all__ = ["Fields", "PORTABLE", "RUNTIME", "SHARED_CONSTANTS", "SHARED_EXPRESSIONS", "escape", "ev", "fmt_fixed",
            "fmt_g", "infinity", "portable", "q", "q_add", "q_ceil", "q_cmp", "q_decimal", "q_div", "q_float",
-           "q_is_zero", "q_mul", "q_sub", "raise_problem", "round_even", "share", "shared", "value_at"]
+           "q_is_zero", "q_mul", "q_sub", "raise_problem", "round_even", "share", "shared", "stable_order", "value_at"]

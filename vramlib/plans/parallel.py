@@ -818,6 +818,7 @@ def plan_stages(m, plan, setup):
         per_stage = [[q(setup["n_trainable"]), q(0)]]
     acts = setup["acts"]
     rates = plan_rates(plan, setup)
+    label = plan_label(plan)
     out = []
     for i in range(len(per_stage)):
         parts = rank_states(rates, per_stage[i][0], per_stage[i][1], setup["method"])
@@ -851,7 +852,7 @@ def plan_stages(m, plan, setup):
             gpu.append(["communication buckets (" + bucket[0] + ")", q(bucket[1])])
         gpu.append(["activations", q(acts[i] if len(acts) > 1 else acts[0])])
         gpu.append(["reserve (CUDA context, framework)", q(setup["reserve"])])
-        title = (m["spec"]["name"] + ": " + plan_label(plan) + ", stage " + str(i) + " of " + str(plan["pp"]) + " (" +
+        title = (m["spec"]["name"] + ": " + label + ", stage " + str(i) + " of " + str(plan["pp"]) + " (" +
                  str(setup["layers"][i]) + " layers), " + setup["method"] + ", " + setup["convention"])
         out.append({"gpu": gpu, "host": host, "nvme": nvme, "states": states, "gather": gather, "title": title,
                     "params": per_stage[i],

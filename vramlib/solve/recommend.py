@@ -38,7 +38,7 @@ from ..catalog.models import ModelSpec, get_model
 from ..plans.parallel import ParallelPlan, PlanMemory, plan_memory
 from ..catalog.precision import get_precision
 from ..memory.training import METHODS
-from ..core.portable import Fields, ev, portable, q_decimal, q_div, q_float, share
+from ..core.portable import Fields, ev, portable, q_decimal, q_div, q_float, share, stable_order
 from ..memory.breakdown import fits_under
 
 n_cards = sp.Symbol("n", integer=True, positive=True)
@@ -164,13 +164,7 @@ def rank_order(rows):
             return a["share"] < b["share"]
         return a["key"] < b["key"]
 
-    order = []
-    for i in range(len(rows)):
-        j = len(order)
-        while j > 0 and before(rows[i], rows[order[j - 1]]):
-            j -= 1
-        order.insert(j, i)
-    return order
+    return stable_order(rows, before)
 
 def _notes(gpu: GPU, precision: str, attention: str) -> tuple[str, ...]:
     return tuple(row_notes(Fields(gpu), precision, attention))

@@ -6,12 +6,13 @@ use) is printed to JavaScript with sympy's JavaScript code printer into ``VL.<mo
 a function of an object of symbol values -- the browser twin of ``formulas.evaluate``. The
 catalogues (GPUs, precisions, models, optimizers, conventions) are exported as JSON from the same
 Python objects, and so are the constants and defaults the calculators need (``VL.data``: ZeRO flags, bucket
-sizes, colours, the mirrored functions' defaults read from their signatures). The orchestration that the panels'
-compute functions do in Python (which expressions a breakdown sums) is hand-written JS in ``vramlib/web/js/*.js``
-that calls only these generated functions and data; ``tests/test_js_literals.py`` refuses a number Python owns
-there, ``tests/browser/test_calculators.py`` proves in a real browser that every calculator equals its Python
-compute function. (The plan model, the pipeline balancer and the bookshelf drawing are still mirrored algorithms:
-issue 11 continues.)
+sizes, colours, the calculators' defaults read from their signatures). The rules that combine expressions are
+``@portable`` Python compiled by :mod:`vramlib.web.portablegen` (``VL.py``, computing exactly with ``VL.exact``);
+the hand-written ``vramlib/web/js/*.js`` checks inputs, glues and draws. ``tests/test_js_literals.py`` refuses a
+number Python owns there, ``tests/test_portable.py`` runs the bundle in Node.js against Python and
+``tests/browser/test_calculators.py`` proves in a real browser that every calculator equals its Python compute
+function. (Still hand-written compositions of generated expressions: the inference, training, serving and design
+calculators.)
 
 ``python -m vramlib.web.jsgen OUTDIR`` writes ``vramlib-calc.js``, ``vramlib-calc.css`` and
 ``vramlib-catalogue.json``; the book's Sphinx extension (:mod:`vramlib.web.sphinxext`) does it at build time.
