@@ -56,7 +56,6 @@ PRESENTATION: dict[tuple[str, str], str] = {
 }
 
 TWINS: dict[tuple[str, str], str] = {
-    ("inference.js", "40"): "largest_fitting's float-safe search limit 2**40 (Python: 2**64, exact ints)",
     ("serving.js", "16"): "the float-KV bits threshold of serving._activation_dtype (16-bit and wider floats)",
 }
 """Twins still to remove, with why they remain. ``(file, "*")``: every literal of that file."""

@@ -68,17 +68,6 @@ def test_model_round_trip(key):
     j = jsdata.to_js_value(m)
     assert jsdata.from_js_value(json.loads(json.dumps(j))) == m
     assert j["symbols"] == m.symbols()
-    assert set(j["gguf"]) >= {"q4_k_m", "q8_0"}
-
-
-def test_gguf_table_depends_on_gqa_only_where_vramlib_does():
-    from vramlib.catalog.precision import get_precision, tensor_bits
-
-    m = get_model("llama-2-13b")
-    t = jsdata.gguf_table(m)
-    assert isinstance(t["q2_k"]["attn_v"], dict)  # q2_k upgrades attn_v when gqa >= 4
-    assert t["q2_k"]["attn_v"]["8"] == float(tensor_bits(get_precision("q2_k"), "attn_v", m.n_layers, 8))
-    assert isinstance(t["q4_k_m"]["mlp_down"], float)
 
 
 def test_build_js_is_self_contained():

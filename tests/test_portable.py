@@ -50,16 +50,15 @@ def test_every_shared_expression_is_exact_in_js():
     spec = vl.get_model("mixtral-8x7b")
     vals = {**spec.symbols(), "t": 2, "N_e": 2}
     reqs, want = [], []
-    for name, value in sorted(PT.SHARED_EXPRESSIONS.items()):
+    for name in sorted(PT.SHARED_EXPRESSIONS):
+        value = PT.shared_expression(name)
         items = value.items() if isinstance(value, dict) else [(None, value)]
         for key, expr in items:
-            need = {s.name for s in expr.free_symbols}
-            if not need <= set(vals):
-                continue
-            reqs.append(f"VL.portable.ev({js(name)}, {js(key)}, {js(vals)})")
-            want.append(PT.ev(name, key, vals))
+            here = dict(vals, **{s.name: 3 for s in expr.free_symbols if s.name not in vals})  # any other value: 3
+            reqs.append(f"VL.portable.ev({js(name)}, {js(key)}, {js(here)})")
+            want.append(PT.ev(name, key, here))
     got = run_js(reqs)
-    assert len(reqs) >= 10
+    assert len(reqs) >= 100
     assert [_q(g["ok"]) if "ok" in g else g for g in got] == want
 
 
@@ -215,3 +214,44 @@ def test_panel_verdicts_are_one_text(model):
     got = run_js(reqs)
     bad = [(c[0], c[2], g, w) for c, g, w in zip(PANEL_CASES, got, want) if g.get("ok", g.get("err")) != w]
     assert not bad, bad[:2]
+
+
+def test_inference_is_one_model():
+    """The static inference calculator (the compiled weights_parts, kv_bytes, prefill_bytes, inference_parts,
+    largest_true, inference_verdict) gives Python's breakdown, longest context and verdict, for every format."""
+    from vramlib.present.widgets.inference import inference_compute
+
+    reqs, want = [], []
+    for spec in _models()[:6]:
+        for prec in vl.precision_names():
+            for kv, gpu, attention in (("fp16", "rtx-4090", "sdpa"), ("fp8-e4m3", "a100-80gb", "eager")):
+                args = dict(n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads, weights=prec, kv_dtype=kv, tokens=8192,
+                            gpu=gpu, attention=attention, batch=2)
+                try:
+                    bd, cap, verdict = inference_compute(spec, **args)
+                    want.append([[[k, v] for k, v in bd.items()], bd.title, cap, verdict])
+                except vl.VramlibError as e:
+                    want.append(str(e))
+                reqs.append(f"(function () {{ var r = VL.calcs.inference({js(dict(args, model=model_json(spec)))}); "
+                            "return [r[0].parts, r[0].title, r[1], r[2]]; })()")
+    got = run_js(reqs)
+    bad = [(r[-80:], g, w) for r, g, w in zip(reqs, got, want) if g.get("ok", g.get("err")) != w]
+    assert len(reqs) > 100 and not bad, bad[:2]
+
+
+def test_gguf_bits_follow_llama_cpp_rules_exactly():
+    """VL.py.bits_of (GGUF per-layer rules averaged over the layers, exactly) equals precision.tensor_bits for every
+    mix, tensor kind, a range of layer counts and GQA groups, and experts."""
+    from vramlib.catalog.precision import WEIGHT_KINDS, get_precision, precision_names, precision_view, tensor_bits
+
+    reqs, want = [], []
+    for name in precision_names():
+        p = get_precision(name)
+        for kind in WEIGHT_KINDS:
+            for n_layers, gqa, n_x in ((32, 1, 0), (80, 8, 0), (61, 4, 8), (1, 2, 0)):
+                view = {k: (float(v) if isinstance(v, Fraction) else v) for k, v in precision_view(p).items()}
+                reqs.append(f"VL.py.bits_of({js(view)}, {js(kind)}, {n_layers}, {gqa}, {n_x})")
+                want.append(tensor_bits(p, kind, n_layers, gqa, n_x))
+    got = run_js(reqs)
+    assert len(reqs) > 500
+    assert [_q(g["ok"]) if "ok" in g else g for g in got] == want

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from ..core import formulas as F
 from ..core.errors import ConfigError, InvalidValueError, UnknownNameError, VramlibError, checked_call, check_positive_int
 from .precision import get_precision
+from ..core.portable import Fields, ev, portable, q_ceil, share, shared
 
 NORMS = ("rmsnorm", "layernorm")
 MLP_MODULES = ("gate_proj", "up_proj", "down_proj", "gate_up_proj")
@@ -151,13 +152,12 @@ class ModelSpec:
         return dict(cached)
 
     def _param_groups(self) -> dict[str, int]:
-        vals = self.symbols()
-        out = {}
-        for kind, expr in F.LAYER_GROUPS.items():
-            out[kind] = self.n_layers * int(F.evaluate(expr, **vals))
-        for kind, expr in F.MODEL_GROUPS.items():
-            out[kind] = out.get(kind, 0) + int(F.evaluate(expr, **vals))
-        return out
+        return dict(param_groups_of(self.view()))
+
+    def view(self) -> dict:
+        """The model as portable code reads it, the shape of the browser's ``VL.model``: ``spec`` (its fields),
+        ``sym`` (its symbol values) and ``linear_modules``."""
+        return {"spec": Fields(self), "sym": self.symbols(), "linear_modules": self.linear_modules()}
 
     def linear_modules(self) -> list[str]:
         """Names of the linear modules in each layer as the HF implementation has them (fused where fused)."""
@@ -288,6 +288,28 @@ _MISSING = object()
 
 
 from ..core.errors import _short  # noqa: E402  (one way to shorten a value in a message)
+
+share(LAYER_GROUPS=F.LAYER_GROUPS, MODEL_GROUPS=F.MODEL_GROUPS, LAYER_GROUP_NAMES=list(F.LAYER_GROUPS),
+      MODEL_GROUP_NAMES=list(F.MODEL_GROUPS), N_PARAMS=F.N_PARAMS)
+
+
+@portable
+def param_groups_of(m):
+    """[[kind, parameters]] of a model view by tensor kind: every layer's LAYER_GROUPS x the layers, then the
+    MODEL_GROUPS outside the layers (the final norm joins the layers' norms); sums to N_PARAMS."""
+    out = []
+    at = {}
+    for kind in shared("LAYER_GROUP_NAMES"):
+        at[kind] = len(out)
+        out.append([kind, m["spec"]["n_layers"] * q_ceil(ev("LAYER_GROUPS", kind, m["sym"]))])
+    for kind in shared("MODEL_GROUP_NAMES"):
+        n = q_ceil(ev("MODEL_GROUPS", kind, m["sym"]))
+        if kind in at:
+            out[at[kind]][1] += n
+        else:
+            at[kind] = len(out)
+            out.append([kind, n])
+    return out
 
 
 def _trim(value: Any) -> Any:

@@ -18,6 +18,7 @@ from typing import Any
 import sympy as sp
 
 from ..core.errors import InvalidValueError, UnknownNameError
+from ..core.portable import ev_mean, portable, q, share, shared
 
 # GGML block types: bytes per block / weights per block (llama.cpp ggml-common.h block structs)
 GGML_BITS: dict[str, Fraction] = {
@@ -207,32 +208,32 @@ tensor kind: llama.cpp's per-layer type rules (the static book's calculators pri
 
 def tensor_bits(prec: Precision, kind: str, n_layers: int = 1, gqa: int = 1, n_experts: int = 0) -> Fraction:
     """Average bits per element for tensors of ``kind`` under ``prec`` (over all layers for GGUF mixes)."""
-    keeps = dict(prec.keeps)
-    if kind in keeps:
-        return Fraction(keeps[kind])
-    if prec.gguf is None:
-        return prec.bits
+    return bits_of(precision_view(prec), kind, n_layers, gqa, n_experts)
+
+
+@lru_cache(maxsize=256)
+def precision_view(prec: Precision) -> dict:
+    """A format as portable code reads it (the browser's ``VL.data.precisions[name]`` has the same fields)."""
+    return {"name": prec.name, "bits": prec.bits, "bits_floor": int(prec.bits.__floor__()), "keeps": dict(prec.keeps),
+            "gguf": prec.gguf, "is_float": prec.is_float, "bytes_per_element": prec.bytes_per_element}
+
+
+share(GGUF_LAYER_BITS={f"{mix}|{kind}": e for (mix, kind), e in GGUF_LAYER_BITS.items()}, GGML_BITS=dict(GGML_BITS))
+
+
+@portable
+def bits_of(p, kind, n_layers, gqa, n_experts):
+    """:func:`tensor_bits` of a format view: a kept tensor's own bits, the format's bits, or for a GGUF mix its
+    LM-head type, its embedding bits, or the mean over the layers of its per-layer rule (GGUF_LAYER_BITS)."""
+    if kind in p["keeps"]:
+        return q(p["keeps"][kind])
+    if p["gguf"] is None:
+        return q(p["bits"])
     if kind == "lm_head":
-        return GGML_BITS["q8_0"] if prec.gguf == "q8_0" else GGML_BITS["q6_k"]
+        return q(shared("GGML_BITS")["q8_0" if p["gguf"] == "q8_0" else "q6_k"])
     if kind in ("embed", "pos_embed"):
-        return prec.bits
-    expr = GGUF_LAYER_BITS[(prec.gguf, kind)]
-    names = {x.name for x in expr.free_symbols}
-    vals = {"n_l": n_layers, "gqa": gqa, "n_x": n_experts}
-    return _mean_over_layers(expr, n_layers, tuple((k, v) for k, v in vals.items() if k in names))
-
-
-@lru_cache(maxsize=4096)
-def _mean_over_layers(expr: sp.Expr, n_layers: int, values: tuple[tuple[str, int], ...]) -> Fraction:
-    """A per-layer expression (of i_l and ``values``) averaged over the layers, exactly."""
-    from ..core.formulas import compile_exact
-
-    names, fn = compile_exact(expr)
-    vals = dict(values)
-    if "i_l" not in names:  # the same on every layer
-        return Fraction(fn(*(vals[k] for k in names)))
-    total = sum((Fraction(fn(*(i if k == "i_l" else vals[k] for k in names))) for i in range(n_layers)), Fraction(0))
-    return total / n_layers
+        return q(p["bits"])
+    return ev_mean("GGUF_LAYER_BITS", p["gguf"] + "|" + kind, n_layers, {"n_l": n_layers, "gqa": gqa, "n_x": n_experts})
 
 
 def kv_bytes_per_element(dtype: str | Precision) -> Fraction:

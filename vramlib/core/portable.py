@@ -63,6 +63,29 @@ def share(**named) -> None:
         table[name] = value
 
 
+class _Lazy:
+    """An expression made on first use (the closed forms formulas solves lazily)."""
+
+    def __init__(self, make: Callable):
+        self.make = make
+
+
+def share_lazy(**makers: Callable) -> None:
+    """Name expressions that are built on first use (``share_lazy(MAX_TOKENS_KV_ONLY=lambda: F.MAX_TOKENS_KV_ONLY)``)."""
+    for name, make in makers.items():
+        if name in SHARED_EXPRESSIONS or name in SHARED_CONSTANTS:
+            raise ValueError(f"portable.share_lazy: {name!r} is already bound")
+        SHARED_EXPRESSIONS[name] = _Lazy(make)
+
+
+def shared_expression(name: str):
+    """The shared expression (or dict of them) ``name``, built now if it is lazy."""
+    value = SHARED_EXPRESSIONS[name]
+    if isinstance(value, _Lazy):
+        value = SHARED_EXPRESSIONS[name] = value.make()
+    return value
+
+
 def _is_sympy(value) -> bool:
     """A sympy expression (told apart without importing sympy: constants are shared by modules that never load it)."""
     return type(value).__module__.startswith("sympy.")
@@ -71,10 +94,41 @@ def _is_sympy(value) -> bool:
 def ev(name: str, key, vals: dict) -> Fraction:
     """Exact value of the shared expression ``name`` (``key``: the entry of a dict of expressions, else None) at
     ``vals`` (a dict of ints / Fractions; extra names are ignored)."""
-    expr = SHARED_EXPRESSIONS[name]
+    expr = shared_expression(name)
     if key is not None:
         expr = expr[key]
     return value_at(expr, vals)
+
+
+def ev_mean(name: str, key, n: int, vals: dict) -> Fraction:
+    """The mean of the shared expression over its layer index ``i_l`` = 0 .. n - 1 (``vals``: the other values),
+    exactly; compiled once per expression and cached per argument set."""
+    expr = shared_expression(name)
+    if key is not None:
+        expr = expr[key]
+    from . import formulas as F
+
+    names = F.argument_names(expr)
+    return _mean_over(expr, n, tuple((k, vals[k]) for k in names if k != "i_l"))
+
+
+_MEANS: dict = {}
+
+
+def _mean_over(expr, n: int, values: tuple) -> Fraction:
+    got = _MEANS.get((expr, n, values))
+    if got is None:
+        from . import formulas as F
+
+        names, fn = F.compile_exact(expr)
+        vals = dict(values)
+        if "i_l" not in names:  # the same on every layer
+            got = Fraction(fn(*(vals[k] for k in names)))
+        else:
+            got = sum((Fraction(fn(*(i if k == "i_l" else vals[k] for k in names))) for i in range(n)),
+                      Fraction(0)) / n
+        _MEANS[(expr, n, values)] = got
+    return got
 
 
 def value_at(expr, vals: dict) -> Fraction:
@@ -143,6 +197,12 @@ def q_ceil(a) -> int:
     return to_int_bytes(a)
 
 
+def q_floor(a) -> int:
+    """The largest integer <= a."""
+    a = Fraction(a)
+    return a.numerator // a.denominator
+
+
 def q_cmp(a, b) -> int:
     return (a > b) - (a < b)
 
@@ -206,10 +266,10 @@ def round_even(x) -> int:
     return round(x)
 
 
-RUNTIME = ("fmt_fixed", "fmt_g", "escape", "round_even", "infinity", "ev", "shared", "q", "q_decimal", "q_add",
-           "q_sub", "q_mul", "q_div", "q_ceil", "q_cmp", "q_is_zero", "q_float")
+RUNTIME = ("fmt_fixed", "fmt_g", "escape", "round_even", "infinity", "ev", "ev_mean", "shared", "q", "q_decimal", "q_add",
+           "q_sub", "q_mul", "q_div", "q_ceil", "q_floor", "q_cmp", "q_is_zero", "q_float")
 """The names portable code may call besides other portable functions (``core.js`` defines their JS side)."""
 
-__all__ = ["Fields", "PORTABLE", "RUNTIME", "SHARED_CONSTANTS", "SHARED_EXPRESSIONS", "escape", "ev", "fmt_fixed",
-           "fmt_g", "infinity", "portable", "q", "q_add", "q_ceil", "q_cmp", "q_decimal", "q_div", "q_float",
-           "q_is_zero", "q_mul", "q_sub", "raise_problem", "round_even", "share", "shared", "stable_order", "value_at"]
+__all__ = ["Fields", "PORTABLE", "RUNTIME", "SHARED_CONSTANTS", "SHARED_EXPRESSIONS", "escape", "ev", "ev_mean", "fmt_fixed",
+           "fmt_g", "infinity", "portable", "q", "q_add", "q_ceil", "q_cmp", "q_decimal", "q_div", "q_float", "q_floor",
+           "q_is_zero", "q_mul", "q_sub", "raise_problem", "round_even", "share", "share_lazy", "shared", "shared_expression", "stable_order", "value_at"]

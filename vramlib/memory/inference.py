@@ -12,12 +12,12 @@ import sympy as sp
 from ..core import formulas as F
 from .breakdown import Breakdown
 from ..core.errors import InvalidValueError, check_choice, check_positive_int, checked_call
-from ..catalog.models import ModelSpec, get_model
-from ..catalog.precision import get_precision, kv_bytes_per_element, tensor_bits
+from ..catalog.models import ModelSpec, get_model, param_groups_of
+from ..catalog.precision import bits_of, get_precision, kv_bytes_per_element, precision_view, tensor_bits
 from ..core.symbols import S_shard, n_gpu, n_kv
 from ..core.units import parse_memory
 from ..core.signatures import arg, keywords_through, signature
-from ..core.portable import portable, raise_problem
+from ..core.portable import Fields, ev, fmt_fixed, portable, q, q_add, q_ceil, q_div, q_mul, raise_problem, share
 
 ATTENTION = ("eager", "sdpa", "flash")
 
@@ -53,22 +53,43 @@ def _weights_detail(m: ModelSpec, p) -> tuple[tuple[str, int], ...]:
 
 
 def _weights_detail_uncached(m: ModelSpec, p) -> dict[str, int]:
-    if m.nominal_params is not None or (not p.keeps and p.gguf is None):
-        total = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=m.weight_params, b_q=p.bits, N_u=0, b_u=0))
-        return {"weights": total}
-    groups = {k: v for k, v in m.param_groups().items() if v}
-    kept = {k: v for k, v in groups.items() if k in dict(p.keeps)}
-    quant = {k: v for k, v in groups.items() if k not in kept}
-    n_q, n_u = sum(quant.values()), sum(kept.values())
-    bits = {k: tensor_bits(p, k, m.n_layers, m.gqa_group, m.n_experts) for k in groups}
-    b_q = sum((quant[k] * bits[k] for k in quant), Fraction(0)) / n_q if n_q else Fraction(1)
-    b_u = sum((kept[k] * bits[k] for k in kept), Fraction(0)) / n_u if n_u else Fraction(0)
-    total = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=n_q, b_q=b_q, N_u=n_u, b_u=b_u))
-    unq = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=0, b_q=1, N_u=n_u, b_u=b_u))
-    if p.gguf:  # llama.cpp mixes: block scales are inside each type's bits; report the mix as one figure
-        return {"weights": total - unq, "unquantized tensors": unq}
-    raw = F.to_int_bytes(F.evaluate(F.WEIGHTS_BYTES, N_q=n_q, b_q=p.bits.__floor__(), N_u=0, b_u=0))
-    return {"weights": raw, "quantization constants": total - raw - unq, "unquantized tensors": unq}
+    return dict(weights_parts(m.view(), precision_view(p)))
+
+
+share(WEIGHTS_BYTES=F.WEIGHTS_BYTES, KV_CACHE_BYTES=F.KV_CACHE_BYTES, PREFILL_WORKSPACE_BYTES=F.PREFILL_WORKSPACE_BYTES)
+
+
+@portable
+def weights_parts(m, p):
+    """[[component, bytes]] of a model's weights in format ``p`` (a format view): one figure for a plain format or a
+    nominal-size shape (nominal x bits, as the source computes); else the raw quantized bits, the quantization
+    constants and the unquantized tensors the format keeps (a GGUF mix reports its layers' types as one figure)."""
+    if m["spec"]["nominal_params"] is not None or (not p["keeps"] and p["gguf"] is None):
+        n = m["spec"]["nominal_params"] if m["spec"]["nominal_params"] is not None else q_ceil(ev("N_PARAMS", None, m["sym"]))
+        return [["weights", q_ceil(ev("WEIGHTS_BYTES", None, {"N_q": n, "b_q": p["bits"], "N_u": 0, "b_u": 0}))]]
+    gqa = m["spec"]["n_heads"] // m["spec"]["n_kv_heads"]
+    n_q = 0
+    n_u = 0
+    bits_q = q(0)
+    bits_u = q(0)
+    for g in param_groups_of(m):
+        if not g[1]:
+            continue
+        b = q_mul(bits_of(p, g[0], m["spec"]["n_layers"], gqa, m["spec"]["n_experts"]), g[1])
+        if g[0] in p["keeps"]:
+            n_u += g[1]
+            bits_u = q_add(bits_u, b)
+        else:
+            n_q += g[1]
+            bits_q = q_add(bits_q, b)
+    b_q = q_div(bits_q, n_q) if n_q else q(1)
+    b_u = q_div(bits_u, n_u) if n_u else q(0)
+    total = q_ceil(ev("WEIGHTS_BYTES", None, {"N_q": n_q, "b_q": b_q, "N_u": n_u, "b_u": b_u}))
+    unq = q_ceil(ev("WEIGHTS_BYTES", None, {"N_q": 0, "b_q": 1, "N_u": n_u, "b_u": b_u}))
+    if p["gguf"]:
+        return [["weights", total - unq], ["unquantized tensors", unq]]
+    raw = q_ceil(ev("WEIGHTS_BYTES", None, {"N_q": n_q, "b_q": p["bits_floor"], "N_u": 0, "b_u": 0}))
+    return [["weights", raw], ["quantization constants", total - raw - unq], ["unquantized tensors", unq]]
 
 
 @portable
@@ -143,8 +164,14 @@ def kv_cache_bytes(model: ModelSpec | str, tokens: int, batch: int = 1, dtype: s
     """KV cache for ``batch`` sequences of ``tokens`` tokens (evaluates formulas.KV_CACHE_BYTES)."""
     m = get_model(model)
     tokens, batch = check_positive_int("tokens", tokens), check_positive_int("batch", batch)
-    return F.to_int_bytes(F.evaluate(F.KV_CACHE_BYTES, L=m.n_layers, n_kv=m.n_kv_heads, d_head=m.head_dim,
-                                     b_kv=kv_bytes_per_element(dtype), T=tokens, B=batch))
+    return kv_bytes(Fields(m), tokens, batch, kv_bytes_per_element(dtype))
+
+
+@portable
+def kv_bytes(spec, tokens, batch, b_kv):
+    """KV_CACHE_BYTES of ``batch`` sequences of ``tokens`` tokens at ``b_kv`` bytes per element, rounded up."""
+    return q_ceil(ev("KV_CACHE_BYTES", None, {"L": spec["n_layers"], "n_kv": spec["n_kv_heads"],
+                                              "d_head": spec["head_dim"], "b_kv": b_kv, "T": tokens, "B": batch}))
 
 
 def prefill_workspace_bytes(model: ModelSpec | str, tokens: int, batch: int = 1, dtype: str = "fp16",
@@ -154,13 +181,21 @@ def prefill_workspace_bytes(model: ModelSpec | str, tokens: int, batch: int = 1,
     tokens, batch = check_positive_int("tokens", tokens), check_positive_int("batch", batch)
     attention = check_choice("attention", attention, ATTENTION)
     if chunk is not None:
-        tokens = min(tokens, check_positive_int("chunk", chunk))
-    b_a = get_precision(dtype, field="activation_dtype")
-    if not b_a.is_float:
-        b_a = get_precision("fp16")
-    return F.to_int_bytes(F.evaluate(F.PREFILL_WORKSPACE_BYTES, B=batch, T=tokens, h=m.hidden, f=m.ffn,
-                                     b_a=b_a.bytes_per_element, e_att=int(attention == "eager"),
-                                     n_h=m.n_heads, V=m.vocab))
+        chunk = check_positive_int("chunk", chunk)
+    return prefill_bytes(Fields(m), tokens, batch, precision_view(get_precision(dtype, field="activation_dtype")),
+                         precision_view(get_precision("fp16")), attention, chunk)
+
+
+@portable
+def prefill_bytes(spec, tokens, batch, act, fp16, attention, chunk):
+    """PREFILL_WORKSPACE_BYTES of a prefill of ``tokens`` (at most ``chunk`` per step) in the activation format ``act``
+    (fp16 when it is not a float format), eager attention keeping the scores; rounded up."""
+    if chunk is not None:
+        tokens = min(tokens, chunk)
+    b_a = act["bytes_per_element"] if act["is_float"] else fp16["bytes_per_element"]
+    return q_ceil(ev("PREFILL_WORKSPACE_BYTES", None, {"B": batch, "T": tokens, "h": spec["hidden"], "f": spec["ffn"],
+                                                       "b_a": b_a, "e_att": 1 if attention == "eager" else 0,
+                                                       "n_h": spec["n_heads"], "V": spec["vocab"]}))
 
 
 _INFERENCE_SIGNATURE = signature(
@@ -181,9 +216,29 @@ def inference_memory(model: ModelSpec | str, weights: str = "fp16", kv_dtype: st
     """
     m = get_model(model)
     wdet = weights_detail(m, weights)
-    act = prefill.get("activation_dtype") or (weights if get_precision(weights, field="weights").is_float else "fp16")
-    parts = dict(wdet)
-    parts["kv cache"] = kv_cache_bytes(m, tokens, batch, kv_dtype)
-    parts["prefill workspace"] = prefill_workspace_bytes(m, tokens, batch, act, attention, prefill.get("prefill_chunk"))
-    parts["reserve (CUDA context, framework)"] = parse_memory(reserve, field="reserve")
-    return Breakdown(parts, title=f"{m.name}: {weights} weights, {kv_dtype} KV, {batch} x {tokens:,} tokens, {attention}")
+    act = activation_format(prefill.get("activation_dtype"), weights,
+                            precision_view(get_precision(weights, field="weights")))
+    got = inference_parts(m.name, list(wdet.items()), kv_cache_bytes(m, tokens, batch, kv_dtype),
+                          prefill_workspace_bytes(m, tokens, batch, act, attention, prefill.get("prefill_chunk")),
+                          parse_memory(reserve, field="reserve"), [weights, kv_dtype, batch, tokens, attention])
+    return Breakdown(dict(got[0]), title=got[1])
+
+
+@portable
+def activation_format(given, weights, weights_p):
+    """The prefill's activation format: the one given, else the weights' format when it is a float, else fp16."""
+    if given:
+        return given
+    return weights if weights_p["is_float"] else "fp16"
+
+
+@portable
+def inference_parts(name, weights, kv, prefill, reserve, labels):
+    """[[component, bytes], title] of inference memory: the weights' parts, the KV cache, the prefill workspace and
+    the reserve; ``labels`` = [weights, kv_dtype, batch, tokens, attention] for the title."""
+    parts = [w for w in weights]
+    parts.append(["kv cache", kv])
+    parts.append(["prefill workspace", prefill])
+    parts.append(["reserve (CUDA context, framework)", reserve])
+    return [parts, name + ": " + labels[0] + " weights, " + labels[1] + " KV, " + str(labels[2]) + " x " +
+            fmt_fixed(labels[3], 0, True) + " tokens, " + labels[4]]

@@ -11,7 +11,7 @@ import sympy as sp
 from ..catalog.models import ModelSpec, get_model
 from ..core import formulas as F
 from ..core.errors import check_choice, check_positive_int, checked_call
-from ..core.portable import Fields, ev, portable, q, q_cmp, q_div, q_mul, share, shared, value_at
+from ..core.portable import ev, portable, q, q_cmp, q_div, q_mul, share, shared, value_at
 from ..core.symbols import E, V, beta_mlp, beta_o, beta_qkv, d, f, h, n_h, n_kv
 from . import activations as A
 from . import inference as _tp_rule
@@ -61,9 +61,8 @@ _ev = value_at
 
 
 def model_view(spec: ModelSpec) -> dict:
-    """A model as portable code reads it, the shape of the browser's ``VL.model``: ``spec`` (its fields), ``sym`` (its
-    symbol values) and ``linear_modules``."""
-    return {"spec": Fields(spec), "sym": spec.symbols(), "linear_modules": spec.linear_modules()}
+    """A model as portable code reads it (:meth:`vramlib.catalog.models.ModelSpec.view`)."""
+    return spec.view()
 
 
 share(MODULE_PARAMS_RANK=MODULE_PARAMS_RANK, MLP_PARAMS=F.MLP_PARAMS, MODULE_NAMES=list(MODULE_PARAMS_RANK),

@@ -87,10 +87,10 @@ from ..core.signatures import arg, field_args, keywords_through, signature, spli
 from ..memory.training import CONVENTIONS, TRAINING_PRECISIONS, Workload, as_workload, check_lora_settings, lora_params, \
     optimizer_state_bytes, resolve_activation_style
 from ..memory.sharding import (  # noqa: F401 (VL.parallel.MODULE_PARAMS*, vl.parallel.largest_module_params)
-    ATTN_PARAMS_RANK, KV_HEADS_PER_RANK, MODULE_PARAMS, MODULE_PARAMS_RANK, N_e, Fields, _ev, _values, largest_module,
+    ATTN_PARAMS_RANK, KV_HEADS_PER_RANK, MODULE_PARAMS, MODULE_PARAMS_RANK, N_e, _ev, _values, largest_module,
     largest_module_params, model_view,
 )
-from ..core.portable import ev, portable, q, q_add, q_ceil, q_div, q_is_zero, q_mul, raise_problem, share, shared
+from ..core.portable import Fields, ev, portable, q, q_add, q_ceil, q_div, q_is_zero, q_mul, raise_problem, share, shared
 
 # --- symbols of this module ---------------------------------------------------------------------
 _ind = dict(integer=True, nonnegative=True)

@@ -31,33 +31,8 @@ def to_json(obj: Any) -> Any:
     raise TypeError(f"to_json: cannot export {type(obj).__name__}")
 
 
-def _reachable_gqa(hidden: int) -> list[int]:
-    """Query heads per KV head a with_heads() shape can reach: n_heads divides hidden, n_kv_heads divides n_heads."""
-    return [g for g in range(1, hidden + 1) if hidden % g == 0]
-
-
-def gguf_table(spec) -> dict[str, dict[str, Any]]:
-    """Bits per element by GGUF mix and tensor kind (``precision.tensor_bits``) for this shape's layers and experts:
-    a number, or ``{gqa: bits}`` where the mix depends on the query heads per KV head."""
-    from ..catalog.precision import WEIGHT_KINDS, get_precision, precision_names, tensor_bits
-
-    out: dict[str, dict[str, Any]] = {}
-    gqas = _reachable_gqa(spec.hidden)
-    for name in precision_names():
-        p = get_precision(name)
-        if not p.gguf:
-            continue
-        kinds = {}
-        for kind in WEIGHT_KINDS:
-            vals = {g: tensor_bits(p, kind, spec.n_layers, g, spec.n_experts) for g in gqas}
-            distinct = set(vals.values())
-            kinds[kind] = to_json(distinct.pop()) if len(distinct) == 1 else {str(g): to_json(v) for g, v in vals.items()}
-        out[p.name] = kinds
-    return out
-
-
 def model_json(spec) -> dict[str, Any]:
-    """A ModelSpec for the browser: its fields, symbol values, linear modules, GGUF bits and the hf-style indicators
+    """A ModelSpec for the browser: its fields, symbol values, linear modules and the hf-style indicators
     (or the error vramlib raises for a family the hf activation expressions do not model)."""
     from ..memory.activations import _hf_indicators
     from ..core.errors import VramlibError
@@ -67,7 +42,7 @@ def model_json(spec) -> dict[str, Any]:
     except VramlibError as e:
         hf = {"error": str(e)}
     return {"$model": to_json(spec), "symbols": spec.symbols(), "symbols_active": spec.symbols(active=True),
-            "linear_modules": spec.linear_modules(), "gguf": gguf_table(spec), "hf": hf}
+            "linear_modules": spec.linear_modules(), "hf": hf}
 
 
 def to_js_value(value: Any) -> Any:

@@ -15,6 +15,7 @@ from ..catalog.models import ModelSpec, get_model
 from ..catalog.hardware import capacity_bytes
 from ..catalog.precision import get_precision, kv_bytes_per_element
 from ..core.units import parse_memory
+from ..core.portable import Fields, ev, fmt_fixed, portable, q_floor, raise_problem, share_lazy
 
 
 def largest_fitting(fits: Callable[[int], bool], lo: int = 1, hi: int | None = None, limit: int = 2**64,
@@ -24,20 +25,33 @@ def largest_fitting(fits: Callable[[int], bool], lo: int = 1, hi: int | None = N
     The answer is exact: fits(answer) and not fits(answer + 1). When even ``limit`` fits, the question has no
     useful answer (the memory is effectively unbounded for it): InvalidValueError naming ``field``, never a
     capped number that looks like an answer."""
+    got = largest_true(fits, lo, hi, limit, field)
+    raise_problem(got[1])
+    return got[0]
+
+
+@portable
+def largest_true(fits, lo, hi, limit, field):
+    """[largest n >= lo with fits(n), None] by doubling then bisection (0 when fits(lo) is false); [limit, problem]
+    when even ``limit`` fits -- the memory given is far beyond what the question needs."""
     if not fits(lo):
-        return 0
+        return [0, None]
     hi = hi or lo * 2
     while fits(hi):
-        lo, hi = hi, hi * 2
+        lo = hi
+        hi = hi * 2
         if hi > limit:
             if fits(limit):
-                raise InvalidValueError(field, f"> {limit:,}", "more than this fits: the memory given is far beyond "
-                                        "what the question needs (check its unit)")
+                return [limit, [field, "> " + fmt_fixed(limit, 0, True), "more than this fits: the memory given is far "
+                                "beyond what the question needs (check its unit)"]]
             hi = limit
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return [lo, None]
 
 
 def kv_budget_bytes(model: ModelSpec | str, memory: int | str, weights: str = "fp16",
@@ -61,14 +75,23 @@ def max_tokens(model: ModelSpec | str, memory: int | str = "24GiB", weights: str
     cap, res = capacity_bytes(memory, positive=False), parse_memory(reserve, field="reserve")
     w = weights_bytes(m, weights)
     if attention is None:
-        t = F.evaluate(F.MAX_TOKENS_KV_ONLY, M=cap, R=res, W=w, B=batch, L=m.n_layers, n_kv=m.n_kv_heads,
-                       d_head=m.head_dim, b_kv=kv_bytes_per_element(kv_dtype))
-        return max(0, int(t // 1))
+        return max_tokens_kv_only(Fields(m), cap, res, w, batch, kv_bytes_per_element(kv_dtype))
 
     def fits(t: int) -> bool:
         return inference_memory(m, weights, kv_dtype, t, batch, attention, res, prefill_chunk=prefill_chunk).total <= cap
 
     return largest_fitting(fits)
+
+
+share_lazy(MAX_TOKENS_KV_ONLY=lambda: F.MAX_TOKENS_KV_ONLY)
+
+
+@portable
+def max_tokens_kv_only(spec, cap, reserve, weights, batch, b_kv):
+    """MAX_TOKENS_KV_ONLY rounded down (0 when nothing fits): the source's closed form, weights + KV cache + reserve."""
+    return max(0, q_floor(ev("MAX_TOKENS_KV_ONLY", None, {"M": cap, "R": reserve, "W": weights, "B": batch,
+                                                          "L": spec["n_layers"], "n_kv": spec["n_kv_heads"],
+                                                          "d_head": spec["head_dim"], "b_kv": b_kv})))
 
 
 def max_batch(model: ModelSpec | str, memory: int | str, tokens: int, weights: str = "fp16", kv_dtype: str = "fp16",

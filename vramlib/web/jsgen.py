@@ -195,7 +195,6 @@ def catalogue_json() -> dict[str, Any]:
             "LORA_TARGETS": list(training.LORA_TARGETS), "TRAINING_PRECISIONS": list(training.TRAINING_PRECISIONS), "FP32_BYTES": precision.FP32_BYTES, "MLP_MODULES": list(models.MLP_MODULES),
             "WEIGHT_KINDS": list(precision.WEIGHT_KINDS), "HF_FAMILIES": list(activations.HF_FAMILIES),
         },
-        "ggml_bits": to_json(precision.GGML_BITS),
         "serving": _module_constants("serving", (
             "SAMPLER_BYTES_PER_LOGIT", "DRIVER_RESERVED", "CUDA_CONTEXT", "NCCL_MEMORY", "NON_TORCH_MEMORY",
             "CUDA_GRAPH_MEMORY", "GRAPH_ACCOUNTING", "DRIVER_KEY", "UNUSED_KEY", "_VLLM_KV_NAMES")),
@@ -217,7 +216,7 @@ DEFAULTS_OF = (
     "training_feasibility.max_seq_for_training", "design.evaluate_design", "serving.ServingConfig",
     "widgets.finetune.finetune_plan", "widgets.finetune.finetune_compute", "widgets.parallel.plan_memory_compute",
     "widgets.parallel.balance_stages_compute", "widgets.recommend.recommend_rows", "widgets.design.design_compute",
-    "widgets.bookshelf.bookshelf_compute",
+    "widgets.bookshelf.bookshelf_compute", "widgets.inference.inference_compute", "feasibility.max_tokens",
     "recommend.recommend_gpus",
 )
 """Python functions whose keyword defaults the calculators use: ``VL.data.defaults["<module>.<function>"]``."""

@@ -34,6 +34,8 @@ def _exact(expr, sym: dict[str, str]) -> str:
         return sym[expr.name]
     if expr.is_Integer or expr.is_Rational:
         return f"Q({_big(expr.p)}, {_big(expr.q)})"
+    if isinstance(expr, sp.Piecewise):
+        return _piecewise(expr, sym)
     args = [_exact(a, sym) for a in expr.args]
     if isinstance(expr, sp.Add):
         return "Q.sum([" + ", ".join(args) + "])"
@@ -50,17 +52,19 @@ def _exact(expr, sym: dict[str, str]) -> str:
         return f"Q.ceilq({args[0]})"
     if isinstance(expr, sp.floor):
         return f"Q.floorq({args[0]})"
-    if isinstance(expr, sp.Piecewise):
-        code = None
-        for e, c in reversed(expr.args):
-            if c == sp.true:
-                code = _exact(e, sym)
-            else:
-                code = f"(({_cond(c, sym)}) ? ({_exact(e, sym)}) : ({code}))"
-        if code is None:
-            raise ValueError("a Piecewise needs a final (value, True) branch")
-        return code
+    if isinstance(expr, sp.Mod):
+        return f"Q.mod({args[0]}, {args[1]})"
     raise ValueError(f"no exact JavaScript for {type(expr).__name__}: {expr}")
+
+
+def _piecewise(expr, sym: dict[str, str]) -> str:
+    """Nested ternaries, the last branch (condition True) innermost."""
+    if expr.args[-1].cond != sp.true:
+        raise ValueError("a Piecewise needs a final (value, True) branch")
+    code = _exact(expr.args[-1].expr, sym)
+    for e, c in reversed(expr.args[:-1]):
+        code = f"(({_cond(c, sym)}) ? ({_exact(e, sym)}) : ({code}))"
+    return code
 
 
 _CMP = {sp.StrictLessThan: "< 0", sp.LessThan: "<= 0", sp.StrictGreaterThan: "> 0", sp.GreaterThan: ">= 0",
@@ -68,6 +72,12 @@ _CMP = {sp.StrictLessThan: "< 0", sp.LessThan: "<= 0", sp.StrictGreaterThan: "> 
 
 
 def _cond(c, sym: dict[str, str]) -> str:
+    if c == sp.true:
+        return "true"
+    if c == sp.false:
+        return "false"
+    if isinstance(c, sp.Not):
+        return f"!({_cond(c.args[0], sym)})"
     if isinstance(c, sp.And):
         return " && ".join(f"({_cond(a, sym)})" for a in c.args)
     if isinstance(c, sp.Or):
@@ -92,7 +102,8 @@ def exact_function(label: str, expr: sp.Expr) -> str:
 def exact_js() -> str:
     """``VL.exact`` (the shared expressions, exact) and ``VL.shared`` (the shared constants)."""
     entries = []
-    for name, value in sorted(PT.SHARED_EXPRESSIONS.items()):
+    for name in sorted(PT.SHARED_EXPRESSIONS):
+        value = PT.shared_expression(name)
         if isinstance(value, dict):
             inner = ",\n    ".join(f"{json.dumps(_key(k))}: {exact_function(f'{name}[{_key(k)}]', e)}"
                                    for k, e in value.items())
@@ -138,7 +149,8 @@ def _load_portable_modules() -> None:
     from ..memory import breakdown  # noqa: F401
     from ..present.widgets import bookshelf as bookshelf_panel, finetune, parallel as parallel_panel  # noqa: F401
     from ..present.widgets import recommend as recommend_panel  # noqa: F401
-    from ..solve import recommend  # noqa: F401
+    from ..present.widgets import inference as inference_panel  # noqa: F401
+    from ..solve import feasibility, recommend  # noqa: F401
     from ..plans import parallel  # noqa: F401
     from ..solve import planning  # noqa: F401
 

@@ -6,7 +6,8 @@ from ...catalog.hardware import GPUS, get_gpu
 from ...memory.inference import DEFAULT_RESERVE, inference_memory
 from ...catalog.models import get_model
 from ...catalog.precision import precision_names
-from ...core.units import fmt_bytes
+from ...core.units import bytes_text
+from ...core.portable import fmt_fixed, portable
 from .base import Computed, bounded_int, panel
 
 
@@ -17,12 +18,16 @@ def inference_compute(model, n_heads: int, n_kv_heads: int, weights: str, kv_dty
     card = get_gpu(gpu)
     bd = inference_memory(m, weights, kv_dtype, tokens, batch, attention, reserve)
     longest = max_tokens(m, card.memory_bytes, weights, kv_dtype, batch, reserve, attention=attention)
-    free = bd.free_bytes(card)
-    verdict = (f"Fits on {card.key}: {fmt_bytes(free)} free." if free >= 0
-               else f"Does not fit on {card.key}: short by {fmt_bytes(-free)}.")
-    verdict += f" Longest context at batch {batch}: {longest:,} tokens" + (
-        f" (the model was trained for {m.max_context:,})." if longest > m.max_context else ".")
-    return bd, card.memory_bytes, verdict
+    return bd, card.memory_bytes, inference_verdict(card.key, bd.free_bytes(card), batch, longest, m.max_context)
+
+
+@portable
+def inference_verdict(card, free, batch, longest, max_context):
+    """The inference panels' verdict: fits with so much free or short by so much, and the longest context."""
+    head = ("Fits on " + card + ": " + bytes_text(free, 1) + " free." if free >= 0 else
+            "Does not fit on " + card + ": short by " + bytes_text(-free, 1) + ".")
+    return (head + " Longest context at batch " + str(batch) + ": " + fmt_fixed(longest, 0, True) + " tokens" +
+            (" (the model was trained for " + fmt_fixed(max_context, 0, True) + ")." if longest > max_context else "."))
 
 
 def inference_panel(model, gpu: str = "rtx-4090", weights: str = "int4", kv_dtype: str = "fp16", tokens: int = 4096,

@@ -86,6 +86,7 @@ Q.cmp = function (a, b) { var x = a.n * b.d - b.n * a.d; return x > 0n ? 1 : (x 
 Q.min = function (xs) { return xs.reduce(function (a, b) { return Q.cmp(b, a) < 0 ? b : a; }); };
 Q.max = function (xs) { return xs.reduce(function (a, b) { return Q.cmp(b, a) > 0 ? b : a; }); };
 Q.floorq = function (a) { var f = a.n / a.d; if (f * a.d > a.n) { f -= 1n; } return Q(f); };
+Q.mod = function (a, b) { return Q.sub(a, Q.mul(b, Q.floorq(Q.div(a, b)))); };  /* sympy Mod: the divisor's sign */
 Q.ceilq = function (a) { var f = a.n / a.d; if (f * a.d < a.n) { f += 1n; } return Q(f); };
 Q.ceil = function (a) { return Number(Q.ceilq(a).n); };  /* formulas.to_int_bytes */
 Q.num = function (a) {  /* float(Fraction): correctly rounded */
@@ -135,6 +136,11 @@ VL.portable = {
     if (typeof f !== "function") { throw new Error("no shared expression " + name + (key === null ? "" : "[" + key + "]")); }
     return f(vals);
   },
+  ev_mean: function (name, key, n, vals) {  /* the mean over the layer index i_l = 0 .. n - 1, exact */
+    var total = Q(0), v = Object.assign({}, vals);
+    for (var i = 0; i < n; i++) { v.i_l = i; total = Q.add(total, VL.portable.ev(name, key, v)); }
+    return Q.div(total, Q(n));
+  },
   shared: function (name) {
     if (!Object.prototype.hasOwnProperty.call(VL.shared, name)) { throw new Error("no shared constant " + name); }
     return VL.shared[name];
@@ -151,7 +157,8 @@ VL.portable = {
   q_sub: function (a, b) { return Q.sub(Q.from(a), Q.from(b)); },
   q_mul: function (a, b) { return Q.mul(Q.from(a), Q.from(b)); },
   q_div: function (a, b) { return Q.div(Q.from(a), Q.from(b)); },
-  q_ceil: function (a) { return Q.ceil(Q.from(a)); }, q_cmp: function (a, b) { return Q.cmp(Q.from(a), Q.from(b)); },
+  q_ceil: function (a) { return Q.ceil(Q.from(a)); },
+  q_floor: function (a) { return Number(Q.floorq(Q.from(a)).n); }, q_cmp: function (a, b) { return Q.cmp(Q.from(a), Q.from(b)); },
   q_is_zero: function (a) { return Q.from(a).n === 0n; }, q_float: function (a) { return Q.num(Q.from(a)); }
 };
 
@@ -281,16 +288,6 @@ VL.kvBytesPerElement = function (dtype) {
   return p.kv_bytes_per_element;
 };
 /* precision.tensor_bits: kept tensors, the format's bits, or the GGUF table vramlib exported for this shape */
-VL.tensorBits = function (p, kind, m) {
-  if (Object.prototype.hasOwnProperty.call(p.keeps, kind)) { return p.keeps[kind]; }
-  if (!p.gguf) { return p.bits; }
-  if (!m.gguf) { return VL.ggufTensorBits(p, kind, m); }  /* a shape without an exported table (design.js) */
-  var t = m.gguf[p.name][kind];
-  if (typeof t === "number") { return t; }
-  var g = String(VL.gqa(m));
-  if (!Object.prototype.hasOwnProperty.call(t, g)) { throw new Error("no GGUF bits exported for gqa " + g); }
-  return t[g];
-};
 
 /* ---- models (vramlib.catalog.models.ModelSpec) ---- */
 VL.model = function (j) {
@@ -298,7 +295,7 @@ VL.model = function (j) {
   var spec = Object.assign({}, j["$model"]);
   return { spec: spec, name: spec.name, sym: Object.assign({}, j.symbols),
     symActive: Object.assign({}, j.symbols_active), linear_modules: j.linear_modules.slice(),
-    gguf: j.gguf, hf: j.hf };
+    hf: j.hf };
 };
 function divisors(n) {
   var out = [];
@@ -329,18 +326,7 @@ VL.withHeads = function (m, nHeads, nKvHeads) {
 VL.gqa = function (m) { return Math.floor(m.spec.n_heads / m.spec.n_kv_heads); };
 VL.nParams = function (m) { return VL.int(VL.formulas.N_PARAMS(m.sym)); };
 VL.weightParams = function (m) { return m.spec.nominal_params !== null ? m.spec.nominal_params : VL.nParams(m); };
-VL.paramGroups = function (m) { /* ModelSpec.param_groups: [[kind, params]] in Python's order */
-  var out = [], idx = {}, k;
-  for (k in VL.formulas.LAYER_GROUPS) {
-    idx[k] = out.length;
-    out.push([k, m.spec.n_layers * VL.int(VL.formulas.LAYER_GROUPS[k](m.sym))]);
-  }
-  for (k in VL.formulas.MODEL_GROUPS) {
-    var v = VL.int(VL.formulas.MODEL_GROUPS[k](m.sym));
-    if (Object.prototype.hasOwnProperty.call(idx, k)) { out[idx[k]][1] += v; } else { idx[k] = out.length; out.push([k, v]); }
-  }
-  return out;
-};
+VL.paramGroups = function (m) { return VL.py.param_groups_of(m); };  /* ModelSpec.param_groups */
 VL.groupsDict = function (pairs) {
   var d = {};
   pairs.forEach(function (p) { d[p[0]] = p[1]; });

@@ -158,16 +158,3 @@
     return [d.inference, d.capacity, verdict];
   });
 })();
-
-/* precision.tensor_bits for GGUF mixes on a shape without an exported table (a designed shape): llama.cpp's
- * per-layer type rules are the generated VL.precision.GGUF_LAYER_BITS expressions, averaged over the layers */
-(function () {
-  var G = VL.data.ggml_bits, RULES = VL.precision.GGUF_LAYER_BITS;
-  VL.ggufTensorBits = function (p, kind, m) {
-    if (kind === "lm_head") { return p.gguf === "q8_0" ? G.q8_0 : G.q6_k; }
-    if (kind === "embed" || kind === "pos_embed") { return p.bits; }
-    var n = m.spec.n_layers, rule = RULES[p.gguf + "|" + kind], vals = { n_l: n, gqa: VL.gqa(m), n_x: m.spec.n_experts }, s = 0;
-    for (var i = 0; i < n; i++) { s += rule(Object.assign({ i_l: i }, vals)); }
-    return s / n;
-  };
-})();
