@@ -255,3 +255,32 @@ def test_gguf_bits_follow_llama_cpp_rules_exactly():
     got = run_js(reqs)
     assert len(reqs) > 500
     assert [_q(g["ok"]) if "ok" in g else g for g in got] == want
+
+
+def test_training_is_one_model():
+    """The static training calculator (the compiled LoRA, optimizer, activation, model-state and secant-search code)
+    gives Python's breakdown, longest sequence and verdict."""
+    from vramlib.present.widgets.training import training_compute
+
+    reqs, want = [], []
+    cases = []
+    for method, prec, opt, conv in (("full", "bf16", "adamw", "mixed-fp32-master"), ("lora", "fp16", "adamw-8bit", "source-12"),
+                                    ("qlora", "bf16", "paged-adamw-8bit", "deepspeed"), ("full", "fp32", "sgd", "deepspeed"),
+                                    ("full", "bf16", "adafactor", "deepspeed"), ("lora", "bf16", "adafactor", "mixed-fp32-master")):
+        for recompute, attention, style in (("none", "sdpa", "hf"), ("selective", "eager", "hf"), ("full", "flash", "megatron")):
+            cases.append(dict(method=method, precision=prec, optimizer=opt, convention=conv, recompute=recompute,
+                              attention=attention, activation_style=style, lora_rank=16, seq=4096, micro_batch=2,
+                              gpu="a100-80gb"))
+    for spec in _models()[:5]:
+        for kw in cases:
+            args = dict(kw, n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads)
+            try:
+                bd, cap, verdict = training_compute(spec, **args)
+                want.append([[[k, v] for k, v in bd.items()], bd.title, cap, verdict])
+            except vl.VramlibError as e:
+                want.append(str(e))
+            reqs.append(f"(function () {{ var r = VL.calcs.training({js(dict(args, model=model_json(spec)))}); "
+                        "return [r[0].parts, r[0].title, r[1], r[2]]; })()")
+    got = run_js(reqs)
+    bad = [(r[-60:], g, w) for r, g, w in zip(reqs, got, want) if g.get("ok", g.get("err")) != w]
+    assert len(reqs) > 60 and not bad, bad[:2]

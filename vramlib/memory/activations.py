@@ -91,6 +91,7 @@ from ..catalog.models import ModelSpec, get_model
 from ..catalog.precision import FP32_BYTES, get_precision
 from ..core.symbols import E, L, V, b, b_a, d, f, h, n_h, n_kv, n_norm, s
 from ..core.signatures import arg, keywords_through, signature
+from ..core.portable import ev, portable, q_ceil, q_floor, raise_problem, share, shared
 
 ACTIVATION_STYLES = ("hf", "megatron")
 RECOMPUTE = ("none", "selective", "full")
@@ -284,10 +285,19 @@ def _hf_indicators(spec: ModelSpec) -> tuple[tuple[str, int], ...]:
 
 
 def _activation_dtype_bytes(dtype: str) -> int:
-    prec = get_precision(dtype, field="dtype")
-    if prec.name not in ("fp32", "tf32", "bf16", "fp16"):
-        raise InvalidValueError("dtype", dtype, "activations are fp32, bf16 or fp16")
-    return int(prec.bytes_per_element)
+    from ..catalog.precision import precision_view
+
+    got = activation_width(precision_view(get_precision(dtype, field="dtype")), dtype)
+    raise_problem(got[1])
+    return got[0]
+
+
+@portable
+def activation_width(p, given):
+    """[bytes per activation element, problem]: activations are kept in fp32 (or tf32), bf16 or fp16."""
+    if p["name"] not in ("fp32", "tf32", "bf16", "fp16"):
+        return [0, ["dtype", given, "activations are fp32, bf16 or fp16"]]
+    return [q_floor(p["bytes_per_element"]), None]
 
 
 def _check_layout(spec: ModelSpec, layout: dict) -> tuple[int, bool]:
@@ -304,18 +314,29 @@ def _check_layout(spec: ModelSpec, layout: dict) -> tuple[int, bool]:
     return tp, sequence_parallel
 
 
-def _megatron_bytes(values: dict, recompute: str, scope: str, tp: int, sequence_parallel: bool) -> int:
-    values = dict(values, t=tp, z_sp=int(sequence_parallel))
-    expr = (MEGATRON_LAYER_BY_RECOMPUTE if scope == "layer" else MEGATRON_MODEL)[recompute]
-    # symbol / symbol prints as Python '/', so Fractions in keep the division exact
-    return F.to_int_bytes(F.evaluate(expr, **{k: Fraction(v) for k, v in values.items()}))
+share(MEGATRON_LAYER_BY_RECOMPUTE=MEGATRON_LAYER_BY_RECOMPUTE, MEGATRON_MODEL=MEGATRON_MODEL,
+      HF_LAYER={f"{a}|{r}": e for (a, r), e in HF_LAYER.items()}, HF_MODEL={f"{a}|{r}": e for (a, r), e in HF_MODEL.items()},
+      FP32_BYTES=FP32_BYTES)
 
 
-def _hf_bytes(spec: ModelSpec, values: dict, dtype: str, attention: str, recompute: str, scope: str) -> int:
-    ba = _activation_dtype_bytes(dtype)
-    values = dict(values, **dict(_hf_indicators(spec)), b_a=ba, z_32=int(ba == FP32_BYTES))
-    expr = (HF_LAYER if scope == "layer" else HF_MODEL)[(attention, recompute)]
-    return F.to_int_bytes(F.evaluate(expr, **values))
+@portable
+def saved_bytes(sym, seq, batch, how, hf):
+    """Activation bytes (rounded up) of a model with symbol values ``sym`` for ``batch`` sequences of ``seq`` tokens;
+    ``how`` = {"style": megatron | hf, "scope": layer | model, "recompute", "attention", "tp", "sequence_parallel",
+    "b_a": activation bytes}; ``hf``: the family indicators of the hf expressions."""
+    vals = dict(sym)
+    vals["s"] = seq
+    vals["b"] = batch
+    if how["style"] == "megatron":
+        vals["t"] = how["tp"]
+        vals["z_sp"] = 1 if how["sequence_parallel"] else 0
+        table = "MEGATRON_LAYER_BY_RECOMPUTE" if how["scope"] == "layer" else "MEGATRON_MODEL"
+        return q_ceil(ev(table, how["recompute"], vals))
+    for pair in hf:
+        vals[pair[0]] = pair[1]
+    vals["b_a"] = how["b_a"]
+    vals["z_32"] = 1 if how["b_a"] == shared("FP32_BYTES") else 0
+    return q_ceil(ev("HF_LAYER" if how["scope"] == "layer" else "HF_MODEL", how["attention"] + "|" + how["recompute"], vals))
 
 
 _LAYOUT = [arg("tp", 1, "int", keyword_only=True), arg("sequence_parallel", False, "bool", keyword_only=True)]
@@ -351,14 +372,15 @@ def activation_bytes(model: ModelSpec | str, seq: int, batch: int = 1, dtype: st
     recompute = check_choice("recompute", recompute, RECOMPUTE)
     attention = check_choice("attention", attention, ATTENTION)
     tp, sequence_parallel = _check_layout(spec, layout)
-    values = spec.symbols()
-    values.update(s=seq, b=batch)
+    how = {"style": style, "scope": scope, "recompute": recompute, "attention": attention, "tp": tp,
+           "sequence_parallel": sequence_parallel, "b_a": 0}
     if style == "megatron":
-        return _megatron_bytes(values, recompute, scope, tp, sequence_parallel)
+        return saved_bytes(spec.symbols(), seq, batch, how, [])
     if tp != 1 or sequence_parallel:
         raise InvalidValueError("tp" if tp != 1 else "sequence_parallel", tp if tp != 1 else sequence_parallel,
                                 "style='hf' models one device; tensor/sequence parallelism is style='megatron'")
-    return _hf_bytes(spec, values, dtype, attention, recompute, scope)
+    how["b_a"] = _activation_dtype_bytes(dtype)
+    return saved_bytes(spec.symbols(), seq, batch, how, [list(x) for x in _hf_indicators(spec)])
 
 
 _NOTE_SIGNATURE = signature([x for x in _ACTIVATION_SIGNATURE.parameters.values() if x.name != "scope"])

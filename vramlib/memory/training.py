@@ -33,7 +33,7 @@ from ..core.symbols import d, f, h, n_h, n_kv
 from ..core.units import parse_memory
 from ..core.settings import Settings, settings_class
 from ..core.signatures import arg, field_args, keywords_through, signature
-from ..core.portable import Fields, portable, raise_problem, share, shared
+from ..core.portable import Fields, ev, fmt_fixed, portable, q_add, q_ceil, q_floor, q_mul, raise_problem, share, shared
 
 METHODS = ("full", "lora", "qlora")
 
@@ -120,14 +120,9 @@ def lora_modules(model: ModelSpec | str, targets: str | tuple[str, ...] | list[s
     _check_targets_type(targets)
     have = model.linear_modules()
     if isinstance(targets, str):
-        key = check_choice("lora_targets", targets, LORA_TARGETS)
-        if key == "all-linear":
-            return have
-        if key == "attention":
-            return [x for x in have if x in ("q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj")]
-        if "qkv_proj" in have:
-            raise InvalidValueError("lora_targets", "qv", f"{model.name} fuses q, k and v into qkv_proj; use 'attention'")
-        return ["q_proj", "v_proj"]
+        got = lora_target_modules(model.name, have, check_choice("lora_targets", targets, LORA_TARGETS))
+        raise_problem(got[1])
+        return got[0]
     out: list[str] = []
     for t in (sorted(targets, key=str) if isinstance(targets, (set, frozenset)) else targets):
         if not isinstance(t, str) or t not in have:
@@ -139,28 +134,56 @@ def lora_modules(model: ModelSpec | str, targets: str | tuple[str, ...] | list[s
     return out
 
 
+share(LORA_IN=LORA_IN, LORA_OUT=LORA_OUT, LORA_IN_OUT=F.LORA_IN_OUT, LORA_PARAMS_PER_MODULE=F.LORA_PARAMS_PER_MODULE,
+      MLP_MODULES=list(MLP_MODULES), ATTENTION_MODULES=["q_proj", "k_proj", "v_proj", "qkv_proj", "o_proj"])
+
+
+@portable
+def lora_target_modules(name, have, key):
+    """[modules, problem] of a named LoRA target set: every linear module, the attention projections, or q and v
+    (refused when the model fuses them into qkv_proj)."""
+    if key == "all-linear":
+        return [have, None]
+    if key == "attention":
+        return [[x for x in have if x in shared("ATTENTION_MODULES")], None]
+    if "qkv_proj" in have:
+        return [[], ["lora_targets", "qv", name + " fuses q, k and v into qkv_proj; use 'attention'"]]
+    return [["q_proj", "v_proj"], None]
+
+
 def max_lora_rank(model: ModelSpec | str, targets: str | tuple[str, ...] | list[str] = "all-linear") -> tuple[int, str]:
     """The largest rank every targeted module admits, min over the modules of min(in_features, out_features),
     and the module that sets it."""
     m = get_model(model)
-    vals = m.symbols()
+    return tuple(widest_lora_rank(m.symbols(), lora_modules(m, targets)))
+
+
+@portable
+def widest_lora_rank(sym, mods):
+    """[rank, where]: the smallest min(in, out) over the targeted modules and the module that sets it."""
     best = None
-    for mod in lora_modules(m, targets):
-        i, o = (int(F.evaluate(e, **vals)) for e in LORA_SHAPES[mod])
+    for mod in mods:
+        i = q_ceil(ev("LORA_IN", mod, sym))
+        o = q_ceil(ev("LORA_OUT", mod, sym))
         if best is None or min(i, o) < best[0]:
-            best = (min(i, o), f"{mod} ({i:,} -> {o:,})")
+            best = [min(i, o), mod + " (" + fmt_fixed(i, 0, True) + " -> " + fmt_fixed(o, 0, True) + ")"]
     return best
+
+
+@portable
+def lora_rank_problem(name, rank, best):
+    """None, or the error of a rank above the widest low-rank one (``best``: :func:`widest_lora_rank`)."""
+    if rank > best[0]:
+        return ["lora_rank", rank, "must be <= " + fmt_fixed(best[0], 0, True) + " = min(in, out) of " + best[1] +
+                " in " + name + " (a rank above a layer's width is not low-rank)"]
+    return None
 
 
 def check_lora_rank(model: ModelSpec | str, rank, targets="all-linear") -> int:
     """``rank`` as an int if it is a positive integer no larger than :func:`max_lora_rank`, else a one-line error
     naming ``lora_rank``."""
     rank = check_positive_int("lora_rank", rank)
-    cap, where = max_lora_rank(model, targets)
-    if rank > cap:
-        raise InvalidValueError("lora_rank", rank, f"must be <= {cap:,} = min(in, out) of {where} in "
-                                                    f"{get_model(model).name} (a rank above a layer's width is not "
-                                                    "low-rank)")
+    raise_problem(lora_rank_problem(get_model(model).name, rank, list(max_lora_rank(model, targets))))
     return rank
 
 
@@ -175,13 +198,18 @@ def lora_params(model: ModelSpec | str, rank: int = 16, targets: str | tuple[str
     Duplicate targets count once (peft's set semantics, see :func:`lora_modules`)."""
     m = get_model(model)
     rank = check_positive_int("lora_rank", rank) if allow_wide_rank is True else check_lora_rank(m, rank, targets)
-    vals = m.symbols()
+    return lora_count(m.view(), rank, lora_modules(m, targets))
+
+
+@portable
+def lora_count(m, rank, mods):
+    """Adapter parameters: r (in + out) per targeted linear (each expert's MLP has its own), every layer."""
     total = 0
-    for mod in lora_modules(m, targets):
-        io = int(F.evaluate(F.LORA_IN_OUT[mod], **vals))
-        copies = vals["n_mlp"] if mod in MLP_MODULES else 1
-        total += copies * int(F.evaluate(F.LORA_PARAMS_PER_MODULE, r=rank, io=io))
-    return m.n_layers * total
+    for mod in mods:
+        io = q_ceil(ev("LORA_IN_OUT", mod, m["sym"]))
+        copies = m["sym"]["n_mlp"] if mod in shared("MLP_MODULES") else 1
+        total += copies * q_ceil(ev("LORA_PARAMS_PER_MODULE", None, {"r": rank, "io": io}))
+    return m["spec"]["n_layers"] * total
 
 
 @checked_call
@@ -205,22 +233,40 @@ def optimizer_state_bytes(model: ModelSpec | str, optimizer: str = "adamw", trai
                                                             "train; omit trainable (all) or give lora_rank")
     if lora_rank is None:
         lora_modules(m, lora_targets)   # unused without lora_rank: still refuse garbage rather than ignore it
+    o = {"bytes_per_param": opt.bytes_per_param, "small_tensor_bytes": opt.small_tensor_bytes, "factored": opt.factored}
     if lora_rank is not None:
-        n = lora_params(m, lora_rank, lora_targets)
-        if opt.factored:  # A (r x in) and B (out x r): rows + columns of each
-            mods = lora_modules(m, lora_targets)
-            rc = sum(int(F.evaluate(F.LORA_IN_OUT[x], **vals)) + 2 * lora_rank for x in mods)
-            return int(opt.small_tensor_bytes) * m.n_layers * rc
-        return F.to_int_bytes(opt.bytes_per_param * n)
+        return lora_optimizer_bytes(m.view(), o, lora_params(m, lora_rank, lora_targets), lora_rank,
+                                    lora_modules(m, lora_targets))
     groups = m.param_groups()
-    n = trainable if trainable is not None else m.weight_params
-    small = min(groups["norm"] + groups["bias"], n)
-    if opt.factored:
-        rc = sum(int(F.evaluate(F.LORA_IN_OUT[x], **vals)) * (vals["n_mlp"] if x in MLP_MODULES else 1)
-                 for x in m.linear_modules()) * m.n_layers
-        rc += (m.vocab + m.hidden) * (1 if m.tied_embeddings else 2) + small
-        return int(opt.small_tensor_bytes) * rc
-    return F.to_int_bytes(opt.bytes_per_param * (n - small) + opt.small_tensor_bytes * small)
+    return full_optimizer_bytes(m.view(), o, trainable if trainable is not None else m.weight_params,
+                                groups["norm"] + groups["bias"])
+
+
+@portable
+def lora_optimizer_bytes(m, opt, n, rank, mods):
+    """Optimizer state of ``n`` LoRA adapter parameters: bytes per parameter, or Adafactor's factored rows and columns
+    of each A (r x in) and B (out x r)."""
+    if opt["factored"]:
+        rc = 0
+        for x in mods:
+            rc += q_ceil(ev("LORA_IN_OUT", x, m["sym"])) + 2 * rank
+        return q_floor(opt["small_tensor_bytes"]) * m["spec"]["n_layers"] * rc
+    return q_ceil(q_mul(opt["bytes_per_param"], n))
+
+
+@portable
+def full_optimizer_bytes(m, opt, n, small_all):
+    """Optimizer state of ``n`` trainable parameters, the norms and biases (``small_all``) first and at 32 bits
+    (what 8-bit optimizers keep for small tensors); Adafactor: the factored rows and columns of every matrix."""
+    small = min(small_all, n)
+    if opt["factored"]:
+        rc = 0
+        for x in m["linear_modules"]:
+            rc += q_ceil(ev("LORA_IN_OUT", x, m["sym"])) * (m["sym"]["n_mlp"] if x in shared("MLP_MODULES") else 1)
+        rc = rc * m["spec"]["n_layers"]
+        rc += (m["spec"]["vocab"] + m["spec"]["hidden"]) * (1 if m["spec"]["tied_embeddings"] else 2) + small
+        return q_floor(opt["small_tensor_bytes"]) * rc
+    return q_ceil(q_add(q_mul(opt["bytes_per_param"], n - small), q_mul(opt["small_tensor_bytes"], small)))
 
 
 @settings_class
@@ -342,43 +388,53 @@ def check_lora_settings(spec: ModelSpec, w: Workload) -> None:
         lora_modules(spec, w.lora_targets)
 
 
-def _bytes_per_param(w: Workload) -> tuple[int, int, int]:
-    """(compute weights, gradients, master copy) bytes per trainable parameter: the convention's in half precision,
-    4 + 4 + 0 in fp32."""
-    conv = CONVENTIONS[w.convention]
-    return (conv.weight, conv.grad, conv.master) if w.dtype != "fp32" else (FP32_BYTES, FP32_BYTES, 0)
-
-
-def _trainable_parts(m: ModelSpec, w: Workload, b_w: int) -> tuple[dict[str, int], int, int]:
-    """The weights (full: all of them in the compute dtype; lora/qlora: the frozen base as stored plus the adapters),
-    the trainable parameter count and the optimizer state bytes."""
-    parts: dict[str, int] = {}
-    if w.method == "full":
-        n_t = m.weight_params
-        parts["weights"] = F.to_int_bytes(F.evaluate(F.MODEL_STATES_BYTES, N_t=n_t, b_w=b_w, b_g=0, b_m=0, b_o=0))
-        return parts, n_t, optimizer_state_bytes(m, w.optimizer)
-    base = w.base_format()
-    for k, v in weights_detail(m, base).items():
-        parts[k if k != "weights" else f"base weights ({base})"] = v
-    n_t = lora_params(m, w.lora_rank, w.lora_targets)
-    parts["LoRA adapters"] = F.to_int_bytes(F.evaluate(F.MODEL_STATES_BYTES, N_t=n_t, b_w=b_w, b_g=0, b_m=0, b_o=0))
-    return parts, n_t, optimizer_state_bytes(m, w.optimizer, lora_rank=w.lora_rank, lora_targets=w.lora_targets)
-
-
 def _model_state_parts(m: ModelSpec, w: Workload) -> dict[str, int]:
     """Weights (or base + adapters), gradients, the fp32 master copy, optimizer states and, for the deepspeed
-    convention's full fine-tuning in half precision, the ZeRO-3 gather buffer of the largest module."""
-    b_w, b_g, b_m = _bytes_per_param(w)
-    parts, n_t, opt = _trainable_parts(m, w, b_w)
-    parts["gradients"] = int(F.evaluate(F.MODEL_STATES_BYTES, N_t=n_t, b_w=0, b_g=b_g, b_m=0, b_o=0))
-    if b_m:
-        parts["master weights (fp32)"] = int(F.evaluate(F.MODEL_STATES_BYTES, N_t=n_t, b_w=0, b_g=0, b_m=b_m, b_o=0))
-    parts["optimizer states"] = opt
+    convention's full fine-tuning in half precision, the ZeRO-3 gather buffer of the largest module
+    (:func:`model_state_parts`)."""
     conv = CONVENTIONS[w.convention]
-    if conv.gather_buffer_per_param and w.method == "full" and w.dtype != "fp32":
-        from .sharding import largest_module_params
+    setup = {"method": w.method, "dtype": w.dtype, "conv": Fields(conv), "fp32": FP32_BYTES}
+    if w.method == "full":
+        setup.update(n_t=m.weight_params, optimizer=optimizer_state_bytes(m, w.optimizer), base=[], base_label="")
+        if conv.gather_buffer_per_param and w.dtype != "fp32":
+            from .sharding import largest_module_params
 
-        parts["ZeRO-3 gather buffer"] = F.to_int_bytes(conv.gather_buffer_per_param * largest_module_params(m))
+            setup["largest"] = largest_module_params(m)
+    else:
+        setup.update(n_t=lora_params(m, w.lora_rank, w.lora_targets), base_label=w.base_format(),
+                     base=[[k, v] for k, v in weights_detail(m, w.base_format()).items()],
+                     optimizer=optimizer_state_bytes(m, w.optimizer, lora_rank=w.lora_rank, lora_targets=w.lora_targets))
+    return dict(model_state_parts(setup))
+
+
+share(MODEL_STATES_BYTES=F.MODEL_STATES_BYTES)
+
+
+@portable
+def model_state_parts(setup):
+    """[[component, bytes]] of one GPU's model states: the weights in the compute format (full) or the frozen base as
+    stored plus the adapters (lora, qlora), the gradients, the fp32 master copy (the convention's bytes per trainable
+    parameter in half precision; 4 + 4 + 0 in fp32), the optimizer states and, for the convention's ZeRO-3 gather
+    buffer (full, half precision), bytes per parameter x the largest module (``setup["largest"]``)."""
+    conv = setup["conv"]
+    half = setup["dtype"] != "fp32"
+    b_w = conv["weight"] if half else setup["fp32"]
+    b_g = conv["grad"] if half else setup["fp32"]
+    b_m = conv["master"] if half else 0
+    n_t = setup["n_t"]
+    parts = []
+    for bp in setup["base"]:
+        parts.append(["base weights (" + setup["base_label"] + ")" if bp[0] == "weights" else bp[0], bp[1]])
+    own = q_ceil(ev("MODEL_STATES_BYTES", None, {"N_t": n_t, "b_w": b_w, "b_g": 0, "b_m": 0, "b_o": 0}))
+    parts.append(["weights" if setup["method"] == "full" else "LoRA adapters", own])
+    parts.append(["gradients", q_floor(ev("MODEL_STATES_BYTES", None, {"N_t": n_t, "b_w": 0, "b_g": b_g, "b_m": 0,
+                                                                       "b_o": 0}))])
+    if b_m:
+        parts.append(["master weights (fp32)", q_floor(ev("MODEL_STATES_BYTES", None, {"N_t": n_t, "b_w": 0, "b_g": 0,
+                                                                                       "b_m": b_m, "b_o": 0}))])
+    parts.append(["optimizer states", setup["optimizer"]])
+    if conv["gather_buffer_per_param"] and setup["method"] == "full" and half:
+        parts.append(["ZeRO-3 gather buffer", q_ceil(q_mul(conv["gather_buffer_per_param"], setup["largest"]))])
     return parts
 
 
@@ -417,11 +473,20 @@ def training_memory(model: ModelSpec | str, workload: Workload | None = None, mi
     recompute = check_choice("recompute", recompute, RECOMPUTE)
     micro_batch = check_positive_int("micro_batch", micro_batch)
     style = resolve_activation_style(m, w.activation_style)
-    parts = _model_state_parts(m, w)
-    parts["activations"] = activation_bytes(m, seq=w.seq, batch=micro_batch, dtype=w.dtype, attention=w.attention,
-                                            recompute=recompute, style=style, scope="model")
-    parts["reserve (CUDA context, framework)"] = w.reserve_bytes
+    got = training_parts(m.name, list(_model_state_parts(m, w).items()),
+                         activation_bytes(m, seq=w.seq, batch=micro_batch, dtype=w.dtype, attention=w.attention,
+                                          recompute=recompute, style=style, scope="model"),
+                         w.reserve_bytes, [w.method, w.precision, w.optimizer, w.convention, w.seq, micro_batch, recompute])
     note = recompute_note(m, w.seq, micro_batch, w.dtype, w.attention, recompute, style)
-    return Breakdown(parts, title=f"{m.name}: {w.method} fine-tuning, {w.precision}, {w.optimizer}, {w.convention}, "
-                                  f"seq {w.seq:,} x {micro_batch}, recompute {recompute}",
-                     notes=(note,) if note else ())
+    return Breakdown(dict(got[0]), title=got[1], notes=(note,) if note else ())
+
+
+@portable
+def training_parts(name, states, activations, reserve, labels):
+    """[[component, bytes], title] of one training step: the model states, the activations and the reserve;
+    ``labels`` = [method, precision, optimizer, convention, seq, micro_batch, recompute] for the title."""
+    parts = [x for x in states]
+    parts.append(["activations", activations])
+    parts.append(["reserve (CUDA context, framework)", reserve])
+    return [parts, name + ": " + labels[0] + " fine-tuning, " + labels[1] + ", " + labels[2] + ", " + labels[3] +
+            ", seq " + fmt_fixed(labels[4], 0, True) + " x " + str(labels[5]) + ", recompute " + labels[6]]

@@ -30,6 +30,7 @@ from .feasibility import largest_fitting
 from ..catalog.models import ModelSpec, get_model
 from ..catalog.precision import get_precision
 from ..core.symbols import L, N_t, b, h, s
+from ..core.portable import portable
 from ..catalog.precision import FP32_BYTES
 from ..memory.training import CONVENTIONS, OPTIMIZERS, TRAINING_PRECISIONS, training_memory
 
@@ -224,6 +225,13 @@ def model_states_bytes(n_trainable: int, convention: str = "source-12", optimize
 
 # --- the inverse solver -------------------------------------------------------------------------------------
 def _largest_by_secant(total, cap: int, limit: int, probe: int = 4096) -> int:
+    """Largest n in [1, limit] with total(n) <= cap, for a non-decreasing total with total(1) <= cap
+    (:func:`largest_by_secant`)."""
+    return largest_by_secant(total, cap, limit, probe)
+
+
+@portable
+def largest_by_secant(total, cap, limit, probe):
     """Largest n in [1, limit] with total(n) <= cap, for a non-decreasing total with total(1) <= cap.
 
     Secant steps bracket the answer (exact in one step when total is affine, as activations are with a fused
@@ -231,19 +239,23 @@ def _largest_by_secant(total, cap: int, limit: int, probe: int = 4096) -> int:
     halve it: exact for any non-decreasing total, in about ten evaluations where doubling from 1 and bisecting
     takes some thirty.
     """
-    lo, t_lo = 1, total(1)
+    lo = 1
+    t_lo = total(1)
     x = max(2, min(probe, limit))
-    hi = t_hi = None
+    hi = None
+    t_hi = None
     while hi is None:                                 # bracket: lo fits, hi does not
         t_x = total(x)
         if t_x > cap:
-            hi, t_hi = x, t_x
+            hi = x
+            t_hi = t_x
             break
         if x >= limit:
             return limit
         guess = x + (cap - t_x) * (x - lo) // max(1, t_x - t_lo) + 1 if t_x > t_lo else 2 * x
-        lo, t_lo = x, t_x
-        x = min(limit, max(guess + (guess >> 7), lo + 1))
+        lo = x
+        t_lo = t_x
+        x = min(limit, max(guess + guess // 128, lo + 1))
     width = hi - lo
     while hi - lo > 1:
         if hi - lo > width // 2 and width != hi - lo:  # last step did not halve the bracket: bisect
@@ -253,9 +265,11 @@ def _largest_by_secant(total, cap: int, limit: int, probe: int = 4096) -> int:
         width = hi - lo
         t_mid = total(mid)
         if t_mid <= cap:
-            lo, t_lo = mid, t_mid
+            lo = mid
+            t_lo = t_mid
         else:
-            hi, t_hi = mid, t_mid
+            hi = mid
+            t_hi = t_mid
     return lo
 
 

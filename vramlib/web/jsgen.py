@@ -217,6 +217,7 @@ DEFAULTS_OF = (
     "widgets.finetune.finetune_plan", "widgets.finetune.finetune_compute", "widgets.parallel.plan_memory_compute",
     "widgets.parallel.balance_stages_compute", "widgets.recommend.recommend_rows", "widgets.design.design_compute",
     "widgets.bookshelf.bookshelf_compute", "widgets.inference.inference_compute", "feasibility.max_tokens",
+    "activations.activation_bytes", "training_feasibility._largest_by_secant", "widgets.training.training_compute",
     "recommend.recommend_gpus",
 )
 """Python functions whose keyword defaults the calculators use: ``VL.data.defaults["<module>.<function>"]``."""

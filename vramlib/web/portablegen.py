@@ -52,6 +52,8 @@ def _exact(expr, sym: dict[str, str]) -> str:
         return f"Q.ceilq({args[0]})"
     if isinstance(expr, sp.floor):
         return f"Q.floorq({args[0]})"
+    if isinstance(expr, sp.KroneckerDelta):
+        return f"(Q.cmp({args[0]}, {args[1]}) === 0 ? Q(1n, 1n) : Q(0n, 1n))"
     if isinstance(expr, sp.Mod):
         return f"Q.mod({args[0]}, {args[1]})"
     raise ValueError(f"no exact JavaScript for {type(expr).__name__}: {expr}")
@@ -144,13 +146,14 @@ def _load_portable_modules() -> None:
     """Import every module that defines portable functions (the registry fills on import)."""
     from ..core import units  # noqa: F401
     from ..explain import bookshelf  # noqa: F401
-    from ..memory import inference, sharding, training  # noqa: F401
+    from ..memory import activations, inference, sharding, training  # noqa: F401
     from ..catalog import hardware  # noqa: F401
     from ..memory import breakdown  # noqa: F401
     from ..present.widgets import bookshelf as bookshelf_panel, finetune, parallel as parallel_panel  # noqa: F401
     from ..present.widgets import recommend as recommend_panel  # noqa: F401
     from ..present.widgets import inference as inference_panel  # noqa: F401
-    from ..solve import feasibility, recommend  # noqa: F401
+    from ..present.widgets import training as training_panel  # noqa: F401
+    from ..solve import feasibility, recommend, training_feasibility  # noqa: F401
     from ..plans import parallel  # noqa: F401
     from ..solve import planning  # noqa: F401
 

@@ -14,7 +14,8 @@ from ...catalog.hardware import GPUS, get_gpu
 from ...catalog.models import get_model
 from ...memory.training import CONVENTIONS, METHODS, OPTIMIZERS, TRAINING_PRECISIONS, training_memory
 from ...solve.training_feasibility import max_seq_for_training
-from ...core.units import fmt_bytes
+from ...core.units import bytes_text
+from ...core.portable import fmt_fixed, portable
 from .base import Computed, dropdown, int_box, panel
 
 
@@ -33,15 +34,20 @@ def training_compute(model, n_heads: int, n_kv_heads: int, precision: str, metho
               activation_style=activation_style, reserve=reserve)
     bd = training_memory(m, seq=seq, **kw)
     longest = max_seq_for_training(m, card.memory_bytes, **kw)
-    free = bd.free_bytes(card)
-    verdict = (f"Fits on {card.key}: {fmt_bytes(free)} free." if free >= 0
-               else f"Does not fit on {card.key}: short by {fmt_bytes(-free)}.")
+    return bd, card.memory_bytes, training_verdict(card.key, bd.free_bytes(card), micro_batch, longest, m.max_context)
+
+
+@portable
+def training_verdict(card, free, micro_batch, longest, max_context):
+    """The training panels' verdict: fits with so much free or short by so much, and the longest sequence (or that
+    not one token fits)."""
+    head = ("Fits on " + card + ": " + bytes_text(free, 1) + " free." if free >= 0 else
+            "Does not fit on " + card + ": short by " + bytes_text(-free, 1) + ".")
     if longest == 0:
-        verdict += f" Not even one token fits at micro-batch {micro_batch}: the states alone are too large."
-    else:
-        verdict += f" Longest sequence at micro-batch {micro_batch}: {longest:,} tokens" + (
-            f" (the model was trained for {m.max_context:,})." if longest > m.max_context else ".")
-    return bd, card.memory_bytes, verdict
+        return head + " Not even one token fits at micro-batch " + str(micro_batch) + ": the states alone are too large."
+    return (head + " Longest sequence at micro-batch " + str(micro_batch) + ": " + fmt_fixed(longest, 0, True) +
+            " tokens" + (" (the model was trained for " + fmt_fixed(max_context, 0, True) + ")." if longest > max_context
+                         else "."))
 
 
 def training_panel(model, gpu: str = "rtx-a6000", method: str = "qlora", precision: str = "bf16", lora_rank: int = 16,

@@ -324,7 +324,7 @@ VL.withHeads = function (m, nHeads, nKvHeads) {
     symActive: Object.assign({}, m.symActive, heads) });
 };
 VL.gqa = function (m) { return Math.floor(m.spec.n_heads / m.spec.n_kv_heads); };
-VL.nParams = function (m) { return VL.int(VL.formulas.N_PARAMS(m.sym)); };
+VL.nParams = function (m) { return VL.Q.ceil(VL.portable.ev("N_PARAMS", null, m.sym)); };  /* ModelSpec.n_params, exact */
 VL.weightParams = function (m) { return m.spec.nominal_params !== null ? m.spec.nominal_params : VL.nParams(m); };
 VL.paramGroups = function (m) { return VL.py.param_groups_of(m); };  /* ModelSpec.param_groups */
 VL.groupsDict = function (pairs) {
