@@ -52,11 +52,9 @@ PRESENTATION: dict[tuple[str, str], str] = {
     ("design.js", "0.5"): "the tie of Python's round-half-even (round())",
     ("design.js", "1e-9"): _FLOAT_TOL + ": a tie of round-half-even",
     # serving.js
-    ("serving.js", "6"): "significant digits of Python's :g format",
 }
 
 TWINS: dict[tuple[str, str], str] = {
-    ("serving.js", "16"): "the float-KV bits threshold of serving._activation_dtype (16-bit and wider floats)",
 }
 """Twins still to remove, with why they remain. ``(file, "*")``: every literal of that file."""
 

@@ -284,3 +284,28 @@ def test_training_is_one_model():
     got = run_js(reqs)
     bad = [(r[-60:], g, w) for r, g, w in zip(reqs, got, want) if g.get("ok", g.get("err")) != w]
     assert len(reqs) > 60 and not bad, bad[:2]
+
+
+def test_serving_is_one_budget():
+    """The static serving calculator (the compiled kv_budget, start_problems, serving_parts, verdicts) gives Python's
+    vLLM budget, problems and verdict."""
+    from vramlib.present.widgets.serving import serving_compute
+
+    reqs, want = [], []
+    for spec in _models()[:6]:
+        for weights, kv, gpu, tp, util, blk, nbt, req in (
+                ("bf16", "auto", "a100-80gb", 1, 0.9, 16, 8192, 8192), ("int4", "fp8", "rtx-4090", 1, 0.95, 32, 2048, 4096),
+                ("awq-4bit-g128", "auto", "t4", 8, 0.9, 16, 8192, 32768), ("fp16", "fp8_e5m2", "h100-sxm-80gb", 2, 0.5, 8, 512, 100),
+                ("bf16", "auto", "v100-32gb", 4, 0.9, 16, 4096, 2048)):
+            args = dict(n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads, weights=weights, kv_dtype=kv, gpu=gpu, tp=tp,
+                        gpu_memory_utilization=util, block_size=blk, max_num_batched_tokens=nbt, request_tokens=req)
+            try:
+                bd, cap, verdict = serving_compute(spec, **args)
+                want.append([[[k, v] for k, v in bd.items()], bd.title, cap, verdict])
+            except vl.VramlibError as e:
+                want.append(str(e))
+            reqs.append(f"(function () {{ var r = VL.calcs.serving({js(dict(args, model=model_json(spec)))}); "
+                        "return [r[0].parts, r[0].title, r[1], r[2]]; })()")
+    got = run_js(reqs)
+    bad = [(r[-60:], g, w) for r, g, w in zip(reqs, got, want) if g.get("ok", g.get("err")) != w]
+    assert len(reqs) >= 30 and not bad, bad[:2]

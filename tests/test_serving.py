@@ -311,3 +311,15 @@ def test_efficiency_is_the_keywords():
         vl.roofline("llama-2-7b", "a100-80gb", contxt=512)
     with pytest.raises(vl.InvalidValueError, match="mbu"):
         vl.Efficiency(mbu=1.5)
+
+
+def test_graph_headroom_problem_is_a_sentence_not_a_traceback():
+    """vLLM 0.10-0.20 capture CUDA graphs in the 1 - utilization headroom; when they do not fit the verdict says so
+    (the headroom is an exact fraction: printing it once raised TypeError in Python 3.11)."""
+    import vramlib as vl
+    from vramlib.core.units import fmt_bytes
+    from fractions import Fraction
+
+    c = vl.serving_kv_capacity("llama-3.1-8b", "t4", tp=8, weights="awq-4bit-g128", cuda_graph_accounting="headroom")
+    assert not c.starts and "CUDA graph capture needs" in c.verdict
+    assert fmt_bytes(Fraction(10**9, 3), 2) == "0.33 GB (0.31 GiB)"

@@ -57,7 +57,10 @@ from ..memory.inference import DEFAULT_RESERVE, kv_bytes_per_token, kv_heads_per
 from ..catalog.models import ModelSpec, get_model
 from ..catalog.precision import get_precision, kv_bytes_per_element
 from ..core.symbols import B, L, M, T, V, W, b_kv, d, e_att, f, n_kv
-from ..core.units import GiB, fmt_bytes, gb, gib, parse_memory
+from ..core.units import GiB, bytes_text, fmt_bytes, gb, gib, parse_memory
+from ..core.portable import Fields, ev, fmt_fixed, fmt_g, portable, q_add, q_ceil, q_cmp, q_decimal, q_div, q_float, \
+    q_floor, q_int, share, shared
+from ..catalog.precision import precision_view
 
 __all__ = [
     "Efficiency",
@@ -296,10 +299,16 @@ _VLLM_KV_NAMES = {"fp8": "fp8-e4m3", "fp8_e4m3": "fp8-e4m3", "fp8_e5m2": "fp8-e5
 
 
 def _activation_dtype(weights: str, card: GPU) -> str:
-    p = get_precision(weights, field="weights")
-    if p.is_float and p.bits >= 16:
-        return p.name
-    return "bf16" if card.supports_bf16 else "fp16"
+    return serving_activation_format(precision_view(get_precision(weights, field="weights")), Fields(card))
+
+
+@portable
+def serving_activation_format(p, card):
+    """vLLM's activation (and ``auto`` KV) dtype: the weights' float format of 16 bits or more, else bf16 where the
+    card has it, else fp16."""
+    if p["is_float"] and p["bits"] >= 16:
+        return p["name"]
+    return "bf16" if card["supports_bf16"] else "fp16"
 
 
 BITS_PER_WEIGHT = 8 * W / N_w
@@ -329,9 +338,16 @@ def _kv_dtype(kv_dtype: str, weights: str, card: GPU | None) -> str:
     key = kv_dtype.strip().lower()
     if key == "auto":
         return _activation_dtype(weights, card) if card is not None else "auto"  # no card: checked, not resolved
-    name = _VLLM_KV_NAMES.get(key, key)
+    name = vllm_kv_format(key)
     kv_bytes_per_element(name)  # validates
     return get_precision(name).name
+
+
+@portable
+def vllm_kv_format(key):
+    """The format of vLLM's ``--kv-cache-dtype`` name (``fp8`` is e4m3); other names are formats already."""
+    names = shared("VLLM_KV_NAMES")
+    return names[key] if key in names else key
 
 
 def _check_tp(m: ModelSpec, tp: int) -> int:
@@ -399,17 +415,24 @@ class ServingCapacity:
 
     @property
     def verdict(self) -> str:
-        """One line: blocks, tokens and concurrency, or why vLLM would not start."""
-        head = f"{self.model} on {self.tp} x {self.gpu}" if self.tp > 1 else f"{self.model} on {self.gpu}"
-        if not self.starts:
-            return f"{head}: vLLM would not start: " + "; ".join(self.problems)
-        line = (f"{head}: {self.num_blocks:,} blocks of {self.block_size} tokens = {self.kv_tokens:,} tokens of "
-                f"KV cache ({fmt_bytes(self.kv_cache_bytes, 2)} per GPU); {self.max_concurrency:,.2f}x concurrency "
-                f"for {self.request_tokens:,}-token requests")
-        if not self.fits_max_model_len:
-            line += (f"; but max_model_len {self.max_model_len:,} does not fit (vLLM refuses it: set "
-                     f"--max-model-len <= {self.kv_tokens:,})")
-        return line + "."
+        """One line: blocks, tokens and concurrency, or why vLLM would not start (:func:`serving_verdict`)."""
+        return serving_verdict(Fields(self))
+
+
+@portable
+def serving_verdict(c):
+    """The vLLM budget in one line: blocks, tokens and concurrency, or why vLLM would not start."""
+    head = c["model"] + " on " + str(c["tp"]) + " x " + c["gpu"] if c["tp"] > 1 else c["model"] + " on " + c["gpu"]
+    if not c["starts"]:
+        return head + ": vLLM would not start: " + "; ".join(c["problems"])
+    line = (head + ": " + fmt_fixed(c["num_blocks"], 0, True) + " blocks of " + str(c["block_size"]) + " tokens = " +
+            fmt_fixed(c["kv_tokens"], 0, True) + " tokens of KV cache (" + bytes_text(c["kv_cache_bytes"], 2) +
+            " per GPU); " + fmt_fixed(c["max_concurrency"], 2, True) + "x concurrency for " +
+            fmt_fixed(c["request_tokens"], 0, True) + "-token requests")
+    if not c["fits_max_model_len"]:
+        line += ("; but max_model_len " + fmt_fixed(c["max_model_len"], 0, True) + " does not fit (vLLM refuses it: set "
+                 "--max-model-len <= " + fmt_fixed(c["kv_tokens"], 0, True) + ")")
+    return line + "."
 
 
 @settings_class
@@ -512,89 +535,133 @@ def serving_kv_capacity(m: ModelSpec | str, gpu: str | GPU, config: ServingConfi
 
 
 def _kv_budget(mm: ModelSpec, card: GPU, cfg: ServingConfig, kv_name: str, mem: dict[str, int]) -> dict:
-    """The budget's quantities (bytes, blocks, tokens, concurrency), each from its expression above."""
-    cap, tp, r_drv, block_size = card.memory_bytes, cfg.tp, mem["driver_reserved"], cfg.block_size
-    util = _utilization(cfg.gpu_memory_utilization)
-    graphs, g_in_budget = mem["cuda_graph_memory"], int(cfg.cuda_graph_accounting == "budget")
-    w_total = weights_bytes(mm, cfg.weights)
-    w_gpu = F.to_int_bytes(F.evaluate(WEIGHTS_PER_GPU, W=w_total, n_tp=tp))
+    """The budget's quantities (bytes, blocks, tokens, concurrency), each from its expression above (:func:`kv_budget`)."""
     b_act = get_precision(_activation_dtype(cfg.weights, card)).bytes_per_element
-    if "activation_peak" not in mem:
-        act = F.to_int_bytes(F.evaluate(ACTIVATION_PEAK_BYTES, N_bt=cfg.max_num_batched_tokens, h=mm.hidden,
-                                        f=mm.ffn, n_tp=tp, b_a=b_act, n_h=mm.n_heads, V=mm.vocab,
-                                        n_seq=cfg.max_num_seqs, c_s=_sampler_bytes(cfg.sampler_bytes_per_logit)))
-    else:
+    return kv_budget(mm.view(), Fields(card), Fields(cfg), mem, [weights_bytes(mm, cfg.weights), b_act,
+                                                                 kv_bytes_per_element(kv_name)])
+
+
+share(WEIGHTS_PER_GPU=WEIGHTS_PER_GPU, ACTIVATION_PEAK_BYTES=ACTIVATION_PEAK_BYTES, CUDA_TOTAL_BYTES=CUDA_TOTAL_BYTES,
+      REQUESTED_BYTES=REQUESTED_BYTES, AVAILABLE_KV_BYTES=AVAILABLE_KV_BYTES, SERVING_KV_HEADS=KV_HEADS_PER_GPU,
+      BLOCK_BYTES=BLOCK_BYTES, BLOCKS_EXACT=NUM_BLOCKS.args[0], KV_TOKENS=KV_TOKENS,
+      CONCURRENCY_AT=MAX_CONCURRENCY.subs(sp.ceiling(T_req / blk), sp.Symbol("B_req")), UNUSED_BYTES=UNUSED_BYTES,
+      VLLM_KV_NAMES=dict(_VLLM_KV_NAMES), SERVING_DRIVER_KEY=DRIVER_KEY, SERVING_UNUSED_KEY=UNUSED_KEY)
+
+
+@portable
+def kv_budget(m, card, cfg, mem, sizes):
+    """vLLM's KV budget on one GPU (``sizes`` = [all the weights' bytes, activation bytes per element, KV bytes per
+    element]): the weights per GPU, the profiled activation peak (estimated unless measured), CUDA's total and what
+    vLLM requests, the memory left for the KV cache, its blocks, tokens and concurrency, the unused headroom."""
+    s = m["spec"]
+    cap = card["memory_bytes"]
+    tp = cfg["tp"]
+    r_drv = mem["driver_reserved"]
+    blk = cfg["block_size"]
+    util = q_decimal(cfg["gpu_memory_utilization"])
+    graphs = mem["cuda_graph_memory"]
+    g_in = 1 if cfg["cuda_graph_accounting"] == "budget" else 0
+    w_total = sizes[0]
+    if "activation_peak" in mem:
         act = mem["activation_peak"]
-    cuda_total = int(F.evaluate(CUDA_TOTAL_BYTES, M=cap, R_drv=r_drv))
-    requested = int(F.evaluate(REQUESTED_BYTES, u=util, M=cap, R_drv=r_drv))  # vLLM: float, int() at the end
-    avail = int(F.evaluate(AVAILABLE_KV_BYTES, u=util, M=cap, R_drv=r_drv, W=w_total, n_tp=tp, A_peak=act,
-                           N_nt=mem["non_torch_memory"], g_cg=g_in_budget, G_cg=graphs))
-    kv_heads = int(F.evaluate(KV_HEADS_PER_GPU, n_kv=mm.n_kv_heads, n_tp=tp))
-    b_kv = kv_bytes_per_element(kv_name)
-    blk_bytes = F.to_int_bytes(F.evaluate(BLOCK_BYTES, b_blk=block_size, n_kv=mm.n_kv_heads, n_tp=tp,
-                                          d_head=mm.head_dim, b_kv=b_kv, L=mm.n_layers))
-    blocks = max(0, math.floor(F.evaluate(NUM_BLOCKS.args[0], K_avail=max(avail, 0), b_blk=block_size,
-                                          n_kv=mm.n_kv_heads, n_tp=tp, d_head=mm.head_dim, b_kv=b_kv, L=mm.n_layers)))
-    tokens = int(F.evaluate(KV_TOKENS, N_blocks=blocks, b_blk=block_size))
-    max_len = mm.max_context if cfg.max_model_len is None else cfg.max_model_len
-    req = max_len if cfg.request_tokens is None else cfg.request_tokens
-    blocks_per_req = math.ceil(Fraction(req, block_size))
-    conc = F.evaluate(MAX_CONCURRENCY.subs(sp.ceiling(T_req / blk), blocks_per_req), N_blocks=blocks)
-    headroom = F.evaluate(UNUSED_BYTES, u=util, M=cap, R_drv=r_drv, C_ctx=mem["cuda_context"] + mem["nccl_memory"],
-                          g_cg=g_in_budget, G_cg=graphs)
-    return dict(util=util, r_drv=r_drv, ctx=mem["cuda_context"], nccl=mem["nccl_memory"], graphs=graphs,
-                nt=mem["non_torch_memory"], g_in_budget=g_in_budget, w_gpu=w_gpu, act=act, cuda_total=cuda_total,
-                requested=requested, avail=avail, kv_heads=kv_heads, blk_bytes=blk_bytes, blocks=blocks,
-                tokens=tokens, max_len=max_len, req=req, conc=conc, kv_bytes=blocks * blk_bytes, headroom=headroom)
+    else:
+        act = q_ceil(ev("ACTIVATION_PEAK_BYTES", None, {"N_bt": cfg["max_num_batched_tokens"], "h": s["hidden"],
+                                                        "f": s["ffn"], "n_tp": tp, "b_a": sizes[1], "n_h": s["n_heads"],
+                                                        "V": s["vocab"], "n_seq": cfg["max_num_seqs"],
+                                                        "c_s": q_decimal(cfg["sampler_bytes_per_logit"])}))
+    shape = {"b_blk": blk, "n_kv": s["n_kv_heads"], "n_tp": tp, "d_head": s["head_dim"], "b_kv": sizes[2],
+             "L": s["n_layers"]}
+    avail = q_int(ev("AVAILABLE_KV_BYTES", None, {"u": util, "M": cap, "R_drv": r_drv, "W": w_total, "n_tp": tp,
+                                                   "A_peak": act, "N_nt": mem["non_torch_memory"], "g_cg": g_in,
+                                                   "G_cg": graphs}))
+    k_shape = dict(shape)
+    k_shape["K_avail"] = max(avail, 0)
+    blocks = max(0, q_floor(ev("BLOCKS_EXACT", None, k_shape)))
+    blk_bytes = q_ceil(ev("BLOCK_BYTES", None, shape))
+    max_len = s["max_context"] if cfg["max_model_len"] is None else cfg["max_model_len"]
+    req = max_len if cfg["request_tokens"] is None else cfg["request_tokens"]
+    conc = ev("CONCURRENCY_AT", None, {"N_blocks": blocks, "B_req": q_ceil(q_div(req, blk))})
+    return {"util": util, "r_drv": r_drv, "ctx": mem["cuda_context"], "nccl": mem["nccl_memory"], "graphs": graphs,
+            "nt": mem["non_torch_memory"], "g_in_budget": g_in,
+            "w_gpu": q_ceil(ev("WEIGHTS_PER_GPU", None, {"W": w_total, "n_tp": tp})), "act": act,
+            "cuda_total": q_int(ev("CUDA_TOTAL_BYTES", None, {"M": cap, "R_drv": r_drv})),
+            "requested": q_int(ev("REQUESTED_BYTES", None, {"u": util, "M": cap, "R_drv": r_drv})), "avail": avail,
+            "kv_heads": q_int(ev("SERVING_KV_HEADS", None, {"n_kv": s["n_kv_heads"], "n_tp": tp})),
+            "blk_bytes": blk_bytes, "blocks": blocks,
+            "tokens": q_int(ev("KV_TOKENS", None, {"N_blocks": blocks, "b_blk": blk})), "max_len": max_len, "req": req,
+            "conc": conc, "kv_bytes": blocks * blk_bytes,
+            "headroom": ev("UNUSED_BYTES", None, {"u": util, "M": cap, "R_drv": r_drv,
+                                                  "C_ctx": mem["cuda_context"] + mem["nccl_memory"], "g_cg": g_in,
+                                                  "G_cg": graphs})}
 
 
 def _start_problems(card: GPU, cfg: ServingConfig, kv_name: str, b: dict) -> list[str]:
     """Why vLLM would not start with this budget (empty: it starts)."""
+    return start_problems(Fields(card), [cfg.weights, kv_name, _activation_dtype(cfg.weights, card)], b)
+
+
+@portable
+def start_problems(card, formats, b):
+    """Why vLLM would not start (``formats`` = [weights, kv, activations]; ``b``: :func:`kv_budget`): bf16 on a card
+    without it, too little free memory at start-up, weights that do not fit, no cache blocks, CUDA graphs that do not
+    fit the headroom. Empty: it starts."""
     problems = []
-    for what, fmt in (("weights", cfg.weights), ("kv_dtype", kv_name),
-                      ("activations", _activation_dtype(cfg.weights, card))):
-        if fmt == "bf16" and not card.supports_bf16:
-            problems.append(f"{what}: bf16 needs compute capability >= 8.0 ({card.key} has {card.compute_capability}); "
-                            "use fp16")
+    what = ["weights", "kv_dtype", "activations"]
+    for j in range(3):
+        if formats[j] == "bf16" and not card["supports_bf16"]:
+            problems.append(what[j] + ": bf16 needs compute capability >= 8.0 (" + card["key"] + " has " +
+                            str(card["compute_capability"]) + "); use fp16")
             break
     free_at_start = b["cuda_total"] - b["ctx"] - b["nccl"]
     if free_at_start < b["requested"]:
-        problems.append(f"free memory at start-up ({fmt_bytes(free_at_start, 2)}) is below total x "
-                        f"gpu_memory_utilization ({fmt_bytes(b['requested'], 2)})")
+        problems.append("free memory at start-up (" + bytes_text(free_at_start, 2) + ") is below total x "
+                        "gpu_memory_utilization (" + bytes_text(b["requested"], 2) + ")")
     if b["w_gpu"] > free_at_start:
-        problems.append(f"the weights ({fmt_bytes(b['w_gpu'], 2)} per GPU) do not fit")
+        problems.append("the weights (" + bytes_text(b["w_gpu"], 2) + " per GPU) do not fit")
     elif b["blocks"] == 0:
         problems.append("no available memory for the cache blocks (weights + activations exceed the budget)")
-    if b["headroom"] < 0 and not b["g_in_budget"] and not problems:
-        problems.append(f"CUDA graph capture needs {fmt_bytes(b['graphs'], 2)} but the headroom is "
-                        f"{fmt_bytes(b['headroom'] + b['graphs'], 2)}")
+    if q_cmp(b["headroom"], 0) < 0 and not b["g_in_budget"] and not len(problems):
+        problems.append("CUDA graph capture needs " + bytes_text(b["graphs"], 2) + " but the headroom is " +
+                        bytes_text(q_float(q_add(b["headroom"], b["graphs"])), 2))
     return problems
 
 
 def _serving_breakdown(mm: ModelSpec, card: GPU, cfg: ServingConfig, kv_name: str, b: dict) -> Breakdown:
     """One GPU's memory as nvidia-smi counts it, with the notes on what vLLM sees and measures."""
-    cap, tp, util = card.memory_bytes, cfg.tp, b["util"]
-    parts = {"weights": b["w_gpu"], "activations (profiled peak)": b["act"], "non-torch memory": b["nt"],
-             "kv cache": b["kv_bytes"], "cudagraph pool": b["graphs"], "cuda context": b["ctx"]}
-    if tp > 1:
-        parts["nccl (buffers)"] = b["nccl"]
-    parts[UNUSED_KEY] = max(0, cap - b["r_drv"] - sum(parts.values()))
-    parts[DRIVER_KEY] = b["r_drv"]
-    notes = [f"vLLM sees {fmt_bytes(b['cuda_total'], 2)} (nvidia-smi total {fmt_bytes(cap, 2)} minus the driver's "
-             f"reservation); it requests {fmt_bytes(b['requested'], 2)} = {float(util):g} x that."]
-    if mm.n_kv_heads < tp:
-        notes.append(f"tp={tp} exceeds the {mm.n_kv_heads} KV heads: each GPU keeps {b['kv_heads']} (replicated).")
+    parts, title = serving_parts(mm.name, Fields(card), cfg.tp, [cfg.weights, kv_name], b)
+    util = b["util"]
+    notes = [f"vLLM sees {fmt_bytes(b['cuda_total'], 2)} (nvidia-smi total {fmt_bytes(card.memory_bytes, 2)} minus the "
+             f"driver's reservation); it requests {fmt_bytes(b['requested'], 2)} = {float(util):g} x that."]
+    if mm.n_kv_heads < cfg.tp:
+        notes.append(f"tp={cfg.tp} exceeds the {mm.n_kv_heads} KV heads: each GPU keeps {b['kv_heads']} (replicated).")
     if cfg.activation_peak is None:
         notes.append("activation peak estimated (forward pass over max_num_batched_tokens vs. the sampler over "
                      "max_num_seqs requests); vLLM measures it.")
-    title = (f"{mm.name} on {card.key}" + (f" (tp={tp}, per GPU)" if tp > 1 else "")
-             + f": vLLM budget, utilization {float(util):g}, {cfg.weights} weights, {kv_name} KV")
-    return Breakdown(parts, title=title, notes=tuple(notes))
+    return Breakdown(dict(parts), title=title, notes=tuple(notes))
+
+
+@portable
+def serving_parts(name, card, tp, formats, b):
+    """[[component, bytes], title] of one GPU under vLLM as nvidia-smi counts it: weights, activations, non-torch
+    memory, KV cache, CUDA graphs, CUDA context, NCCL (tp > 1), the unused headroom and the driver's reservation."""
+    parts = [["weights", b["w_gpu"]], ["activations (profiled peak)", b["act"]], ["non-torch memory", b["nt"]],
+             ["kv cache", b["kv_bytes"]], ["cudagraph pool", b["graphs"]], ["cuda context", b["ctx"]]]
+    if tp > 1:
+        parts.append(["nccl (buffers)", b["nccl"]])
+    used = 0
+    for p in parts:
+        used += p[1]
+    parts.append([shared("SERVING_UNUSED_KEY"), max(0, card["memory_bytes"] - b["r_drv"] - used)])
+    parts.append([shared("SERVING_DRIVER_KEY"), b["r_drv"]])
+    title = (name + " on " + card["key"] + (" (tp=" + str(tp) + ", per GPU)" if tp > 1 else "") +
+             ": vLLM budget, utilization " + fmt_g(q_float(b["util"]), 6) + ", " + formats[0] + " weights, " +
+             formats[1] + " KV")
+    return [parts, title]
 
 
 def _capacity_result(mm: ModelSpec, card: GPU, cfg: ServingConfig, kv_name: str, b: dict,
                      problems: list[str]) -> ServingCapacity:
-    starts = not problems
+    c = capacity_summary(mm.name, card.key, cfg.tp, cfg.block_size, b, problems)
     return ServingCapacity(
         model=mm.name, gpu=card.key, tp=cfg.tp, gpu_memory_utilization=float(b["util"]), block_size=cfg.block_size,
         max_num_batched_tokens=cfg.max_num_batched_tokens, max_num_seqs=cfg.max_num_seqs, weights=cfg.weights,
@@ -603,14 +670,26 @@ def _capacity_result(mm: ModelSpec, card: GPU, cfg: ServingConfig, kv_name: str,
         requested_bytes=b["requested"], weights_bytes=b["w_gpu"], activation_peak_bytes=b["act"],
         non_torch_bytes=b["nt"], cuda_context_bytes=b["ctx"], nccl_bytes=b["nccl"], cuda_graph_bytes=b["graphs"],
         cuda_graph_accounting=cfg.cuda_graph_accounting, available_kv_bytes=b["avail"], block_bytes=b["blk_bytes"],
-        num_blocks=b["blocks"], kv_tokens=b["tokens"], kv_cache_bytes=b["kv_bytes"], max_model_len=b["max_len"],
-        request_tokens=b["req"], max_concurrency=float(b["conc"]), max_concurrent_requests=int(b["conc"] // 1),
-        starts=starts, fits_max_model_len=starts and b["tokens"] >= b["max_len"],
-        breakdown=_serving_breakdown(mm, card, cfg, kv_name, b), problems=tuple(problems),
+        num_blocks=c["num_blocks"], kv_tokens=c["kv_tokens"], kv_cache_bytes=c["kv_cache_bytes"],
+        max_model_len=c["max_model_len"], request_tokens=c["request_tokens"], max_concurrency=c["max_concurrency"],
+        max_concurrent_requests=c["max_concurrent_requests"], starts=c["starts"],
+        fits_max_model_len=c["fits_max_model_len"], breakdown=_serving_breakdown(mm, card, cfg, kv_name, b),
+        problems=tuple(problems),
     )
 
 
-# --- roofline ---------------------------------------------------------------------------------------------
+@portable
+def capacity_summary(model, gpu, tp, block_size, b, problems):
+    """What the verdict reads of a budget (:func:`kv_budget`): blocks, tokens, the cache's bytes, concurrency (and
+    whole requests), whether vLLM starts and whether max_model_len fits."""
+    starts = not len(problems)
+    return {"model": model, "gpu": gpu, "tp": tp, "block_size": block_size, "num_blocks": b["blocks"],
+            "kv_tokens": b["tokens"], "kv_cache_bytes": b["kv_bytes"], "max_model_len": b["max_len"],
+            "request_tokens": b["req"], "max_concurrency": q_float(b["conc"]),
+            "max_concurrent_requests": q_floor(b["conc"]), "starts": starts,
+            "fits_max_model_len": starts and b["tokens"] >= b["max_len"], "problems": problems}
+
+
 @dataclass(frozen=True)
 class Roofline:
     """Throughput of one serving configuration from the roofline (upper bounds at the given utilisations)."""

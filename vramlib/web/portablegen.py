@@ -153,6 +153,8 @@ def _load_portable_modules() -> None:
     from ..present.widgets import recommend as recommend_panel  # noqa: F401
     from ..present.widgets import inference as inference_panel  # noqa: F401
     from ..present.widgets import training as training_panel  # noqa: F401
+    from ..present.widgets import serving as serving_panel  # noqa: F401
+    from ..serve import serving  # noqa: F401
     from ..solve import feasibility, recommend, training_feasibility  # noqa: F401
     from ..plans import parallel  # noqa: F401
     from ..solve import planning  # noqa: F401

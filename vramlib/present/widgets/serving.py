@@ -6,10 +6,12 @@ as nvidia-smi counts it; the verdict gives KV blocks, tokens and concurrency, or
 """
 from __future__ import annotations
 
+from ...core.portable import Fields, fmt_fixed, portable
+
 from ...catalog.hardware import GPUS, get_gpu
 from ...catalog.models import get_model
 from ...catalog.precision import precision_names
-from ...serve.serving import ServingConfig, serving_kv_capacity
+from ...serve.serving import serving_verdict, ServingConfig, serving_kv_capacity
 from ...core.errors import check_positive_int
 from .base import Computed, bounded_int, panel
 
@@ -27,10 +29,17 @@ def serving_compute(model, n_heads: int, n_kv_heads: int, weights: str, kv_dtype
                            request_tokens=request_tokens, max_num_seqs=max_num_seqs,
                            max_model_len=check_positive_int("request tokens", request_tokens))
     cap = serving_kv_capacity(m, card, config)
-    verdict = cap.verdict
-    if cap.starts:
-        verdict += f" At most {cap.max_concurrent_requests:,} requests of {request_tokens:,} tokens at once."
-    return cap.breakdown, card.memory_bytes, verdict
+    return cap.breakdown, card.memory_bytes, serving_panel_verdict(Fields(cap), request_tokens)
+
+
+@portable
+def serving_panel_verdict(c, request_tokens):
+    """The serving panel's verdict: the budget's line and, when vLLM starts, the requests it holds at once."""
+    verdict = serving_verdict(c)
+    if c["starts"]:
+        verdict += (" At most " + fmt_fixed(c["max_concurrent_requests"], 0, True) + " requests of " +
+                    fmt_fixed(request_tokens, 0, True) + " tokens at once.")
+    return verdict
 
 
 def serving_panel(model, gpu: str = "a100-80gb", weights: str = "bf16", kv_dtype: str = "auto", tp: int = 1,

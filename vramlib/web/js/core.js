@@ -158,7 +158,8 @@ VL.portable = {
   q_mul: function (a, b) { return Q.mul(Q.from(a), Q.from(b)); },
   q_div: function (a, b) { return Q.div(Q.from(a), Q.from(b)); },
   q_ceil: function (a) { return Q.ceil(Q.from(a)); },
-  q_floor: function (a) { return Number(Q.floorq(Q.from(a)).n); }, q_cmp: function (a, b) { return Q.cmp(Q.from(a), Q.from(b)); },
+  q_floor: function (a) { return Number(Q.floorq(Q.from(a)).n); },
+  q_int: function (a) { var x = Q.from(a); return Number(x.n / x.d); },  /* int(): BigInt division truncates */ q_cmp: function (a, b) { return Q.cmp(Q.from(a), Q.from(b)); },
   q_is_zero: function (a) { return Q.from(a).n === 0n; }, q_float: function (a) { return Q.num(Q.from(a)); }
 };
 
