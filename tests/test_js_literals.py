@@ -47,10 +47,6 @@ PRESENTATION: dict[tuple[str, str], str] = {
     # recommend.js
     ("recommend.js", "100"): _PCT + "; headroom_pct / 100 as the Python panel does",
     # design.js
-    ("design.js", "1e9"): "billions in the verdict text (Python's n / 1e9 :.2f B)",
-    ("design.js", "1024"): "KiB in the verdict text",
-    ("design.js", "0.5"): "the tie of Python's round-half-even (round())",
-    ("design.js", "1e-9"): _FLOAT_TOL + ": a tie of round-half-even",
     # serving.js
 }
 

@@ -42,6 +42,9 @@ def test_largest_module_is_one_rule():
     assert len(reqs) > 50 and not bad, bad[:3]
 
 
+PRIMES = [101, 103, 107, 109, 113, 127, 131, 137, 139, 149, 151, 157, 163, 167, 173, 179, 181, 191, 193, 197]
+
+
 def test_every_shared_expression_is_exact_in_js():
     """VL.exact.<NAME> at a model's values equals Python's exact value (Fractions, not floats)."""
     from vramlib.web import portablegen
@@ -54,7 +57,8 @@ def test_every_shared_expression_is_exact_in_js():
         value = PT.shared_expression(name)
         items = value.items() if isinstance(value, dict) else [(None, value)]
         for key, expr in items:
-            here = dict(vals, **{s.name: 3 for s in expr.free_symbols if s.name not in vals})  # any other value: 3
+            others = sorted(s.name for s in expr.free_symbols if s.name not in vals)
+            here = dict(vals, **{n: p for n, p in zip(others, PRIMES)})  # distinct values: no difference vanishes
             reqs.append(f"VL.portable.ev({js(name)}, {js(key)}, {js(here)})")
             want.append(PT.ev(name, key, here))
     got = run_js(reqs)
@@ -309,3 +313,34 @@ def test_serving_is_one_budget():
     got = run_js(reqs)
     bad = [(r[-60:], g, w) for r, g, w in zip(reqs, got, want) if g.get("ok", g.get("err")) != w]
     assert len(reqs) >= 30 and not bad, bad[:2]
+
+
+def test_design_is_one_calculator():
+    """The static design calculator (the compiled shape fields, symbols, checks, equal-parameter layers, fewest GPUs,
+    batch closed form, verdict) gives Python's breakdown and verdict, refusals included."""
+    from vramlib.present.widgets.design import design_compute
+
+    reqs, want = [], []
+    base = vl.get_model("source-13b")
+    cases = [dict(n_layers=40, hidden=5120, n_heads=40, n_kv_heads=40, ffn=13824, n_experts=0, experts_per_token=2,
+                  equal_params=False), dict(n_layers=40, hidden=4096, n_heads=32, n_kv_heads=8, ffn=11008, n_experts=0,
+                  experts_per_token=2, equal_params=True), dict(n_layers=32, hidden=5120, n_heads=40, n_kv_heads=8,
+                  ffn=6912, n_experts=8, experts_per_token=2, equal_params=False), dict(n_layers=40, hidden=5120,
+                  n_heads=40, n_kv_heads=3, ffn=13824, n_experts=0, experts_per_token=2, equal_params=False),
+             dict(n_layers=40, hidden=5120, n_heads=48, n_kv_heads=8, ffn=13824, n_experts=0, experts_per_token=2,
+                  equal_params=False), dict(n_layers=40, hidden=65536, n_heads=512, n_kv_heads=8, ffn=13824,
+                  n_experts=0, experts_per_token=2, equal_params=True)]
+    for kw in cases:
+        for weights, gpu, context in (("bf16", "h100-sxm-80gb", 131072), ("int4", "rtx-4090", 8192),
+                                      ("fp16", "a100-40gb", 32768)):
+            args = dict(kw, weights=weights, gpu=gpu, context=context)
+            try:
+                bd, cap, verdict = design_compute(base, **args)
+                want.append([[[k, v] for k, v in bd.items()], cap, verdict])
+            except vl.VramlibError as e:
+                want.append(str(e))
+            reqs.append(f"(function () {{ var r = VL.calcs.design({js(dict(args, base=model_json(base)))}); "
+                        "return [r[0].parts, r[1], r[2]]; })()")
+    got = run_js(reqs)
+    bad = [(r[-60:], g, w) for r, g, w in zip(reqs, got, want) if g.get("ok", g.get("err")) != w]
+    assert len(reqs) >= 18 and not bad, bad[:2]

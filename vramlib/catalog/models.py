@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from ..core import formulas as F
 from ..core.errors import ConfigError, InvalidValueError, UnknownNameError, VramlibError, checked_call, check_positive_int
 from .precision import get_precision
-from ..core.portable import Fields, ev, portable, q_ceil, share, shared
+from ..core.portable import Fields, ev, portable, q_ceil, raise_problem, share, shared
 
 NORMS = ("rmsnorm", "layernorm")
 MLP_MODULES = ("gate_proj", "up_proj", "down_proj", "gate_up_proj")
@@ -81,15 +81,10 @@ class ModelSpec:
             if not _is_bool(value):
                 raise InvalidValueError(name, value, "must be True or False")
             put(name, bool(value))
-        if self.n_heads % self.n_kv_heads:
-            raise InvalidValueError("n_kv_heads", self.n_kv_heads,
-                                    f"must divide n_heads={self.n_heads} (allowed: {_divisors(self.n_heads)})")
+        raise_problem(heads_problem(Fields(self)))
         if not isinstance(self.norm, str) or self.norm not in NORMS:
             raise UnknownNameError("norm", self.norm, NORMS)
-        if self.n_experts and not 1 <= self.experts_per_token <= self.n_experts:
-            raise InvalidValueError("experts_per_token", self.experts_per_token, f"must be 1..n_experts={self.n_experts}")
-        if not self.n_experts and self.experts_per_token:
-            raise InvalidValueError("experts_per_token", self.experts_per_token, "must be 0 for a dense model (n_experts=0)")
+        raise_problem(experts_problem(Fields(self)))
         if self.nominal_params is not None:
             put("nominal_params", check_positive_int("nominal_params", self.nominal_params))
         if self.checkpoint_format is not None:
@@ -109,15 +104,7 @@ class ModelSpec:
         return dict(cached)
 
     def _symbols(self, active: bool) -> dict[str, int]:
-        experts = self.experts_per_token if active else self.n_experts
-        return {
-            "L": self.n_layers, "h": self.hidden, "n_h": self.n_heads, "n_kv": self.n_kv_heads,
-            "d_head": self.head_dim, "f": self.ffn, "V": self.vocab, "P": self.learned_positions,
-            "g": int(self.gated_mlp), "n_mlp": (experts or 1) + self.n_shared_experts,
-            "E": self.n_experts, "n_norm": self.norms_per_layer, "beta_qkv": int(self.qkv_bias),
-            "beta_o": int(self.attn_out_bias), "beta_mlp": int(self.mlp_bias),
-            "beta_norm": int(self.norm == "layernorm"), "t_emb": int(self.tied_embeddings),
-        }
+        return symbols_of(Fields(self), active)
 
     @cached_property
     def n_params(self) -> int:
@@ -288,6 +275,37 @@ _MISSING = object()
 
 
 from ..core.errors import _short  # noqa: E402  (one way to shorten a value in a message)
+
+@portable
+def symbols_of(s, active):
+    """Values of :mod:`vramlib.core.symbols` for a shape (``active``: only the routed-to experts count)."""
+    experts = s["experts_per_token"] if active else s["n_experts"]
+    return {"L": s["n_layers"], "h": s["hidden"], "n_h": s["n_heads"], "n_kv": s["n_kv_heads"], "d_head": s["head_dim"],
+            "f": s["ffn"], "V": s["vocab"], "P": s["learned_positions"], "g": 1 if s["gated_mlp"] else 0,
+            "n_mlp": (experts or 1) + s["n_shared_experts"], "E": s["n_experts"], "n_norm": s["norms_per_layer"],
+            "beta_qkv": 1 if s["qkv_bias"] else 0, "beta_o": 1 if s["attn_out_bias"] else 0,
+            "beta_mlp": 1 if s["mlp_bias"] else 0, "beta_norm": 1 if s["norm"] == "layernorm" else 0,
+            "t_emb": 1 if s["tied_embeddings"] else 0}
+
+
+@portable
+def heads_problem(s):
+    """None, or the error of KV heads that do not divide the query heads (with the allowed counts)."""
+    if s["n_heads"] % s["n_kv_heads"]:
+        return ["n_kv_heads", s["n_kv_heads"], "must divide n_heads=" + str(s["n_heads"]) + " (allowed: " +
+                ", ".join([str(k) for k in range(1, s["n_heads"] + 1) if s["n_heads"] % k == 0]) + ")"]
+    return None
+
+
+@portable
+def experts_problem(s):
+    """None, or the error of a routed-expert count outside 1..n_experts (0 for a dense model)."""
+    if s["n_experts"] and not (1 <= s["experts_per_token"] <= s["n_experts"]):
+        return ["experts_per_token", s["experts_per_token"], "must be 1..n_experts=" + str(s["n_experts"])]
+    if not s["n_experts"] and s["experts_per_token"]:
+        return ["experts_per_token", s["experts_per_token"], "must be 0 for a dense model (n_experts=0)"]
+    return None
+
 
 share(LAYER_GROUPS=F.LAYER_GROUPS, MODEL_GROUPS=F.MODEL_GROUPS, LAYER_GROUP_NAMES=list(F.LAYER_GROUPS),
       MODEL_GROUP_NAMES=list(F.MODEL_GROUPS), N_PARAMS=F.N_PARAMS)

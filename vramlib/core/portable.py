@@ -208,6 +208,11 @@ def q_int(a) -> int:
     return int(Fraction(a))
 
 
+def q_round(a) -> int:
+    """Python's ``round()`` of an exact value: the nearest integer, ties to even."""
+    return round(Fraction(a))
+
+
 def q_cmp(a, b) -> int:
     return (a > b) - (a < b)
 
@@ -272,9 +277,9 @@ def round_even(x) -> int:
 
 
 RUNTIME = ("fmt_fixed", "fmt_g", "escape", "round_even", "infinity", "ev", "ev_mean", "shared", "q", "q_decimal", "q_add",
-           "q_sub", "q_mul", "q_div", "q_ceil", "q_floor", "q_int", "q_cmp", "q_is_zero", "q_float")
+           "q_sub", "q_mul", "q_div", "q_ceil", "q_floor", "q_int", "q_round", "q_cmp", "q_is_zero", "q_float")
 """The names portable code may call besides other portable functions (``core.js`` defines their JS side)."""
 
 __all__ = ["Fields", "PORTABLE", "RUNTIME", "SHARED_CONSTANTS", "SHARED_EXPRESSIONS", "escape", "ev", "ev_mean", "fmt_fixed",
-           "fmt_g", "infinity", "portable", "q", "q_add", "q_ceil", "q_cmp", "q_decimal", "q_div", "q_float", "q_floor", "q_int",
+           "fmt_g", "infinity", "portable", "q", "q_add", "q_ceil", "q_cmp", "q_decimal", "q_div", "q_float", "q_floor", "q_int", "q_round",
            "q_is_zero", "q_mul", "q_sub", "raise_problem", "round_even", "share", "share_lazy", "shared", "shared_expression", "stable_order", "value_at"]

@@ -35,6 +35,7 @@ from ..core.symbols import L, N
 from ..memory.training import training_memory
 from ..core.units import gb, parse_memory
 from ..catalog.hardware import capacity_bytes
+from ..core.portable import ev, fmt_fixed, portable, q_round, raise_problem, share_lazy
 
 _SOLVED = {
     # Layers that give N parameters for the other dimensions (N_PARAMS is linear in L): chapter 13.
@@ -106,10 +107,25 @@ def equal_params_shape(base: ModelSpec | str, hidden: int | None = None, ffn: in
             raise InvalidValueError("ffn_ratio", ffn_ratio, "must be positive")
         f = _round_to(ratio * h, check_positive_int("ffn_multiple", ffn_multiple))
     trial = b.with_(hidden=h, n_heads=heads, n_kv_heads=kv, ffn=f, n_layers=1)
-    layers = int(round(layers_for(trial, target)))
+    got = equal_layers(trial.symbols(), target, h)
+    raise_problem(got[1])
+    return trial.with_(n_layers=got[0], name=f"{b.name} h{h} L{got[0]} f{f}")
+
+
+share_lazy(LAYERS_AT_EQUAL_PARAMS=lambda: _solved("LAYERS_AT_EQUAL_PARAMS"))
+
+
+@portable
+def equal_layers(sym, target, hidden):
+    """[layers, problem]: the whole number of layers nearest LAYERS_AT_EQUAL_PARAMS for ``target`` parameters with the
+    other dimensions of ``sym``; a problem when not one layer fits."""
+    vals = dict(sym)
+    vals["N"] = target
+    layers = q_round(ev("LAYERS_AT_EQUAL_PARAMS", None, vals))
     if layers < 1:
-        raise InvalidValueError("hidden", h, f"leaves no room for a layer within {target:,} parameters")
-    return trial.with_(n_layers=layers, name=f"{b.name} h{h} L{layers} f{f}")
+        return [layers, ["hidden", hidden, "leaves no room for a layer within " + fmt_fixed(target, 0, True) +
+                         " parameters"]]
+    return [layers, None]
 
 
 def equal_params_shapes(base: ModelSpec | str, hiddens, **kw) -> list[ModelSpec]:

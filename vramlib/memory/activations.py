@@ -91,7 +91,7 @@ from ..catalog.models import ModelSpec, get_model
 from ..catalog.precision import FP32_BYTES, get_precision
 from ..core.symbols import E, L, V, b, b_a, d, f, h, n_h, n_kv, n_norm, s
 from ..core.signatures import arg, keywords_through, signature
-from ..core.portable import ev, portable, q_ceil, q_floor, raise_problem, share, shared
+from ..core.portable import Fields, ev, portable, q_ceil, q_floor, raise_problem, share, shared
 
 ACTIVATION_STYLES = ("hf", "megatron")
 RECOMPUTE = ("none", "selective", "full")
@@ -272,16 +272,26 @@ MEGATRON_MODEL = {k: L * v + MEGATRON_OUTSIDE_LAYERS for k, v in MEGATRON_LAYER_
 
 @lru_cache(maxsize=64)
 def _hf_indicators(spec: ModelSpec) -> tuple[tuple[str, int], ...]:
-    if spec.family not in HF_FAMILIES or spec.norm != "rmsnorm" or not spec.gated_mlp or spec.n_shared_experts:
-        raise InvalidValueError(
-            "model", spec.name,
-            f"style='hf' follows RMSNorm/RoPE/gated-MLP decoders ({', '.join(HF_FAMILIES)}); "
-            f"family {spec.family!r} is not modelled, use style='megatron'")
-    gemma = spec.family in ("gemma", "gemma2")
-    return (("z_qkv", int(spec.fused_qkv)), ("z_gemma", int(gemma)), ("z_sc", int(spec.family == "gemma2")),
-            ("z_fsc", int(spec.family == "gemma2")), ("z_moe", int(spec.n_experts > 0)),
-            ("z_oc", int(spec.family == "phi3")),
-            ("k_e", spec.experts_per_token or 1))
+    got = hf_indicators_of(Fields(spec), repr(spec.family))
+    raise_problem(got[1])
+    return tuple(tuple(x) for x in got[0])
+
+
+@portable
+def hf_indicators_of(s, family_repr):
+    """[[indicator, value]] of the hf expressions for a shape (fused q|k|v, Gemma norms and soft-capping, experts,
+    Phi-3's fused MLP output), or [[], problem] for a family they do not model (``family_repr``: the family as Python
+    prints it)."""
+    if (s["family"] not in shared("HF_FAMILIES") or s["norm"] != "rmsnorm" or not s["gated_mlp"] or
+            s["n_shared_experts"]):
+        return [[], ["model", s["name"], "style='hf' follows RMSNorm/RoPE/gated-MLP decoders (" +
+                     ", ".join(shared("HF_FAMILIES")) + "); family " + family_repr + " is not modelled, use "
+                     "style='megatron'"]]
+    gemma = s["family"] in ("gemma", "gemma2")
+    return [[["z_qkv", 1 if s["fused_qkv"] else 0], ["z_gemma", 1 if gemma else 0],
+             ["z_sc", 1 if s["family"] == "gemma2" else 0], ["z_fsc", 1 if s["family"] == "gemma2" else 0],
+             ["z_moe", 1 if s["n_experts"] > 0 else 0], ["z_oc", 1 if s["family"] == "phi3" else 0],
+             ["k_e", s["experts_per_token"] or 1]], None]
 
 
 def _activation_dtype_bytes(dtype: str) -> int:
@@ -314,7 +324,7 @@ def _check_layout(spec: ModelSpec, layout: dict) -> tuple[int, bool]:
     return tp, sequence_parallel
 
 
-share(MEGATRON_LAYER_BY_RECOMPUTE=MEGATRON_LAYER_BY_RECOMPUTE, MEGATRON_MODEL=MEGATRON_MODEL,
+share(HF_FAMILIES=list(HF_FAMILIES), MEGATRON_LAYER_BY_RECOMPUTE=MEGATRON_LAYER_BY_RECOMPUTE, MEGATRON_MODEL=MEGATRON_MODEL,
       HF_LAYER={f"{a}|{r}": e for (a, r), e in HF_LAYER.items()}, HF_MODEL={f"{a}|{r}": e for (a, r), e in HF_MODEL.items()},
       FP32_BYTES=FP32_BYTES)
 

@@ -15,7 +15,7 @@ from ..catalog.models import ModelSpec, get_model
 from ..catalog.hardware import capacity_bytes
 from ..catalog.precision import get_precision, kv_bytes_per_element
 from ..core.units import parse_memory
-from ..core.portable import Fields, ev, fmt_fixed, portable, q_floor, raise_problem, share_lazy
+from ..core.portable import Fields, ev, fmt_fixed, portable, q_ceil, q_floor, raise_problem, share_lazy
 
 
 def largest_fitting(fits: Callable[[int], bool], lo: int = 1, hi: int | None = None, limit: int = 2**64,
@@ -105,9 +105,7 @@ def max_batch(model: ModelSpec | str, memory: int | str, tokens: int, weights: s
     tokens = check_positive_int("tokens", tokens)
     cap, res = capacity_bytes(memory, positive=False), parse_memory(reserve, field="reserve")
     if attention is None:
-        n = F.evaluate(F.MAX_BATCH_KV_ONLY, M=cap, R=res, W=weights_bytes(m, weights), T=tokens, L=m.n_layers,
-                       n_kv=m.n_kv_heads, d_head=m.head_dim, b_kv=kv_bytes_per_element(kv_dtype))
-        return max(0, int(n // 1))
+        return max_batch_kv_only(Fields(m), cap, res, weights_bytes(m, weights), tokens, kv_bytes_per_element(kv_dtype))
     return largest_fitting(lambda n: inference_memory(m, weights, kv_dtype, tokens, n, attention, res).total <= cap)
 
 
@@ -122,10 +120,27 @@ def max_params(memory: int | str, weights: str = "int4", reserve: int | str = 0)
 def min_gpus(sharded_bytes: int, memory: int | str, replicated_bytes: int | str = 0) -> int:
     """Fewest GPUs when ``sharded_bytes`` split evenly and ``replicated_bytes`` sit on every GPU; 0 if impossible."""
     cap, rep = capacity_bytes(memory, positive=False), parse_memory(replicated_bytes, field="replicated_bytes")
-    if cap <= rep:
+    return fewest_gpus(sharded_bytes, cap, rep)
+
+
+share_lazy(MIN_GPUS=lambda: F.MIN_GPUS, MAX_BATCH_KV_ONLY=lambda: F.MAX_BATCH_KV_ONLY)
+
+
+@portable
+def fewest_gpus(sharded, cap, replicated):
+    """MIN_GPUS rounded up (at least 1): ``sharded`` bytes split evenly, ``replicated`` on every GPU; 0 when the
+    replicated part alone fills a GPU."""
+    if cap <= replicated:
         return 0
-    n = F.evaluate(F.MIN_GPUS, S=sharded_bytes, M=cap, R=rep)
-    return max(1, -int((-n) // 1))
+    return max(1, q_ceil(ev("MIN_GPUS", None, {"S": sharded, "M": cap, "R": replicated})))
+
+
+@portable
+def max_batch_kv_only(spec, cap, reserve, weights, tokens, b_kv):
+    """MAX_BATCH_KV_ONLY rounded down (0 when none fits): sequences of ``tokens`` held at once, weights + KV + reserve."""
+    return max(0, q_floor(ev("MAX_BATCH_KV_ONLY", None, {"M": cap, "R": reserve, "W": weights, "T": tokens,
+                                                         "L": spec["n_layers"], "n_kv": spec["n_kv_heads"],
+                                                         "d_head": spec["head_dim"], "b_kv": b_kv})))
 
 
 def max_tokens_tp(model: ModelSpec | str, memory: int | str, n_gpus: int, weights: str = "fp16",

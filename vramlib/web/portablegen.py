@@ -145,7 +145,8 @@ def compiled_functions() -> tuple[str, set[str], set[str]]:
 def _load_portable_modules() -> None:
     """Import every module that defines portable functions (the registry fills on import)."""
     from ..core import units  # noqa: F401
-    from ..explain import bookshelf  # noqa: F401
+    from ..explain import bookshelf, design  # noqa: F401
+    from ..present.widgets import design as design_panel  # noqa: F401
     from ..memory import activations, inference, sharding, training  # noqa: F401
     from ..catalog import hardware  # noqa: F401
     from ..memory import breakdown  # noqa: F401

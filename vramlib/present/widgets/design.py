@@ -8,6 +8,7 @@ from ...core.errors import InvalidValueError, check_positive_int
 from ...catalog.hardware import GPUS, get_gpu
 from ...catalog.models import get_model
 from ...catalog.precision import precision_names
+from ...core.portable import fmt_fixed, portable
 from .base import Computed, bounded_int, panel
 
 
@@ -20,16 +21,21 @@ def design_spec(base, n_layers: int, hidden: int, n_heads: int, n_kv_heads: int,
         raise InvalidValueError("n_heads", n_heads, f"must divide hidden={hidden}")
     n_experts = check_positive_int("n_experts", n_experts, allow_zero=True)
     experts_per_token = check_positive_int("experts_per_token", experts_per_token)  # checked even when dense
-    if n_experts > 1:
-        moe = dict(n_experts=n_experts, experts_per_token=experts_per_token)
-    else:
-        moe = dict(n_experts=0, experts_per_token=0)
-    spec = b.with_(hidden=hidden, n_heads=n_heads, n_kv_heads=n_kv_heads, head_dim=hidden // n_heads,
-                   ffn=check_positive_int("ffn", ffn), n_layers=check_positive_int("n_layers", n_layers), **moe)
+    spec = b.with_(**design_fields(hidden, n_heads, n_kv_heads, check_positive_int("ffn", ffn),
+                                   check_positive_int("n_layers", n_layers), n_experts, experts_per_token))
     if equal_params:
         layers = equal_params_shape(spec.with_(n_layers=1), n_params=b.n_params, ffn=spec.ffn).n_layers
         spec = spec.with_(n_layers=layers)
     return spec.with_(name=f"{b.name} (designed)")
+
+
+@portable
+def design_fields(hidden, n_heads, n_kv_heads, ffn, n_layers, n_experts, experts_per_token):
+    """The shape fields the design knobs set: the head dimension follows hidden / heads; one expert or none is a dense
+    MLP (no routed experts)."""
+    moe = n_experts > 1
+    return {"hidden": hidden, "n_heads": n_heads, "n_kv_heads": n_kv_heads, "head_dim": hidden // n_heads, "ffn": ffn,
+            "n_layers": n_layers, "n_experts": n_experts if moe else 0, "experts_per_token": experts_per_token if moe else 0}
 
 
 def design_compute(base, n_layers: int, hidden: int, n_heads: int, n_kv_heads: int, ffn: int, n_experts: int,
@@ -41,15 +47,25 @@ def design_compute(base, n_layers: int, hidden: int, n_heads: int, n_kv_heads: i
     d = evaluate_design(spec, gpu, context, weights=weights, kv_dtype="bf16" if weights != "fp16" else "fp16",
                         train_seq=train_seq, n_gpus=n_gpus)
     m = d.spec
-    active = f", {m.n_active_params / 1e9:.2f}B active" if m.n_experts else ""
-    verdict = (f"{m.n_layers} layers, {m.n_params / 1e9:.2f}B parameters{active}; KV cache "
-               f"{d.kv_per_token / 1024:,.0f} KiB per token. On {gpu}: "
-               + (f"one {context:,}-token sequence fits, {d.max_sequences:,} at once" if d.fits
-                  else f"one {context:,}-token sequence does not fit") + f"; longest context {d.max_context:,} tokens. "
-               f"Training on {train_seq:,}-token sequences needs "
-               + (f"{d.gpus_to_train} GPUs (ZeRO-3)" if d.gpus_to_train else "more than any number of such GPUs")
-               + f"; on {n_gpus}: micro-batch {d.max_micro_batch}.")
-    return d.inference, d.capacity, verdict
+    summary = {"n_layers": m.n_layers, "n_params": m.n_params, "n_active": m.n_active_params, "moe": m.n_experts > 0,
+               "kv_per_token": d.kv_per_token, "fits": d.fits, "max_sequences": d.max_sequences,
+               "max_context": d.max_context, "gpus_to_train": d.gpus_to_train, "max_micro_batch": d.max_micro_batch}
+    return d.inference, d.capacity, design_verdict(summary, gpu, context, train_seq, n_gpus)
+
+
+@portable
+def design_verdict(d, gpu, context, train_seq, n_gpus):
+    """The design panel's verdict: the shape's size and KV cache per token, what fits on the GPU, the longest context,
+    and the GPUs and micro-batch to train it."""
+    active = ", " + fmt_fixed(d["n_active"] / 1e9, 2, False) + "B active" if d["moe"] else ""
+    fit = ("one " + fmt_fixed(context, 0, True) + "-token sequence fits, " + fmt_fixed(d["max_sequences"], 0, True) +
+           " at once" if d["fits"] else "one " + fmt_fixed(context, 0, True) + "-token sequence does not fit")
+    train = (str(d["gpus_to_train"]) + " GPUs (ZeRO-3)" if d["gpus_to_train"] else "more than any number of such GPUs")
+    return (str(d["n_layers"]) + " layers, " + fmt_fixed(d["n_params"] / 1e9, 2, False) + "B parameters" + active +
+            "; KV cache " + fmt_fixed(d["kv_per_token"] / 1024, 0, True) + " KiB per token. On " + gpu + ": " + fit +
+            "; longest context " + fmt_fixed(d["max_context"], 0, True) + " tokens. Training on " +
+            fmt_fixed(train_seq, 0, True) + "-token sequences needs " + train + "; on " + str(n_gpus) + ": micro-batch " +
+            str(d["max_micro_batch"]) + ".")
 
 
 def design_panel(base="source-13b", gpu: str = "h100-sxm-80gb", context: int = 131072, weights: str = "bf16",

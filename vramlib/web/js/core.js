@@ -159,6 +159,11 @@ VL.portable = {
   q_div: function (a, b) { return Q.div(Q.from(a), Q.from(b)); },
   q_ceil: function (a) { return Q.ceil(Q.from(a)); },
   q_floor: function (a) { return Number(Q.floorq(Q.from(a)).n); },
+  q_round: function (a) {  /* round(): nearest integer, ties to even, exact */
+    var x = Q.from(a), f = Q.floorq(x), r = Q.sub(x, f), c = Q.cmp(r, Q(1n, 2n));
+    var n = f.n + (c > 0 || (c === 0 && f.n % 2n !== 0n) ? 1n : 0n);
+    return Number(n);
+  },
   q_int: function (a) { var x = Q.from(a); return Number(x.n / x.d); },  /* int(): BigInt division truncates */ q_cmp: function (a, b) { return Q.cmp(Q.from(a), Q.from(b)); },
   q_is_zero: function (a) { return Q.from(a).n === 0n; }, q_float: function (a) { return Q.num(Q.from(a)); }
 };

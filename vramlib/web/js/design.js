@@ -1,21 +1,15 @@
-/* vramlib/web/js/design.js -- the design calculator (chapter 13): mirrors vramlib.present.widgets.design (design_spec,
- * design_compute), vramlib.explain.design (exact, equal_params_shape, evaluate_design, _max_context), vramlib.solve.feasibility
- * (min_gpus, max_batch) and, for shapes no table was exported for, ModelSpec (validation, symbols) and
- * vramlib.catalog.precision's GGUF type rules. Every size and count comes from a generated VL.<module> function. */
+/* vramlib/web/js/design.js -- the design calculator (chapter 13): the glue of vramlib.present.widgets.design
+ * (design_spec, design_compute), vramlib.explain.design (evaluate_design, _max_context) and vramlib.solve.feasibility
+ * (min_gpus, max_batch). The rules are @portable Python compiled for the page (VL.py: symbols_of, heads_problem,
+ * experts_problem, hf_indicators_of, fewest_gpus, max_batch_kv_only, design_fields, equal_layers, design_verdict). */
 (function () {
-  var F = VL.formulas, D = VL.data, C = VL.data.constants;
-  if (!VL.design || !VL.design.LAYERS_AT_EQUAL_PARAMS) { return; }
+  var D = VL.data, C = VL.data.constants, PY = VL.py;
+  if (!PY.design_fields) { return; }
 
-  /* ModelSpec.symbols */
-  VL.specSymbols = function (s, active) {
-    var experts = active ? s.experts_per_token : s.n_experts;
-    return { L: s.n_layers, h: s.hidden, n_h: s.n_heads, n_kv: s.n_kv_heads, d_head: s.head_dim, f: s.ffn, V: s.vocab,
-      P: s.learned_positions, g: s.gated_mlp ? 1 : 0, n_mlp: (experts || 1) + s.n_shared_experts, E: s.n_experts,
-      n_norm: s.norms_per_layer, beta_qkv: s.qkv_bias ? 1 : 0, beta_o: s.attn_out_bias ? 1 : 0,
-      beta_mlp: s.mlp_bias ? 1 : 0, beta_norm: s.norm === "layernorm" ? 1 : 0, t_emb: s.tied_embeddings ? 1 : 0 };
-  };
+  /* ModelSpec.symbols (models.symbols_of) */
+  VL.specSymbols = function (s, active) { return PY.symbols_of(s, active); };
 
-  /* ModelSpec.__post_init__ */
+  /* ModelSpec.__post_init__: the counts, then the rules of models.heads_problem and models.experts_problem */
   VL.validateSpec = function (s) {
     ["n_layers", "hidden", "n_heads", "n_kv_heads", "head_dim", "ffn", "vocab", "max_context"].forEach(function (k) {
       VL.checkPositiveInt(k, s[k]);
@@ -23,87 +17,52 @@
     ["norms_per_layer", "n_experts", "experts_per_token", "n_shared_experts", "learned_positions"].forEach(function (k) {
       VL.checkPositiveInt(k, s[k], true);
     });
-    if (s.n_heads % s.n_kv_heads) {
-      var ds = [];
-      for (var k = 1; k <= s.n_heads; k++) { if (s.n_heads % k === 0) { ds.push(k); } }
-      throw VL.invalid("n_kv_heads", s.n_kv_heads, "must divide n_heads=" + s.n_heads + " (allowed: " + ds.join(", ") + ")");
-    }
-    if (s.n_experts && !(s.experts_per_token >= 1 && s.experts_per_token <= s.n_experts)) {
-      throw VL.invalid("experts_per_token", s.experts_per_token, "must be 1..n_experts=" + s.n_experts);
-    }
-    if (!s.n_experts && s.experts_per_token) {
-      throw VL.invalid("experts_per_token", s.experts_per_token, "must be 0 for a dense model (n_experts=0)");
-    }
+    VL.raiseProblem(PY.heads_problem(s));
+    VL.raiseProblem(PY.experts_problem(s));
     return s;
   };
 
-  /* activations._hf_indicators */
+  /* activations._hf_indicators (activations.hf_indicators_of), as model_json exports them */
   function hfIndicators(s) {
-    if (C.HF_FAMILIES.indexOf(s.family) < 0 || s.norm !== "rmsnorm" || !s.gated_mlp || s.n_shared_experts) {
-      return { error: "model: got " + VL.repr(s.name) + "; style='hf' follows RMSNorm/RoPE/gated-MLP decoders (" +
-        C.HF_FAMILIES.join(", ") + "); family " + VL.repr(s.family) + " is not modelled, use style='megatron'" };
-    }
-    var gemma = s.family === "gemma" || s.family === "gemma2";
-    return { z_qkv: s.fused_qkv ? 1 : 0, z_gemma: gemma ? 1 : 0, z_sc: s.family === "gemma2" ? 1 : 0,
-      z_fsc: s.family === "gemma2" ? 1 : 0, z_moe: s.n_experts > 0 ? 1 : 0, z_oc: s.family === "phi3" ? 1 : 0,
-      k_e: s.experts_per_token || 1 };
+    var got = PY.hf_indicators_of(s, VL.repr(s.family)), out = {};
+    if (got[1]) { return { error: VL.invalid(got[1][0], got[1][1], got[1][2]).message }; }
+    got[0].forEach(function (p) { out[p[0]] = p[1]; });
+    return out;
   }
 
   /* a calculator model for a new shape (its linear modules are the base's: fused and gated flags do not change) */
   VL.modelFromSpec = function (s, base) {
     return { spec: s, name: s.name, sym: VL.specSymbols(s, false), symActive: VL.specSymbols(s, true),
-      linear_modules: base.linear_modules.slice(), gguf: null, hf: hfIndicators(s) };
+      linear_modules: base.linear_modules.slice(), hf: hfIndicators(s) };
   };
 
-  /* feasibility.min_gpus */
+  /* feasibility.min_gpus (feasibility.fewest_gpus) */
   VL.minGpus = function (sharded, memory, replicated) {
-    var cap = VL.budget(memory), rep = VL.parseMemory(replicated === undefined ? 0 : replicated, "replicated_bytes");
-    if (cap <= rep) { return 0; }
-    var n = F.MIN_GPUS({ S: sharded, M: cap, R: rep });
-    return Math.max(1, -VL.floor(-n));
+    return PY.fewest_gpus(sharded, VL.budget(memory), VL.parseMemory(replicated === undefined ? 0 : replicated,
+      "replicated_bytes"));
   };
 
-  /* feasibility.max_batch (attention=None: the closed form) */
+  /* feasibility.max_batch (attention=None: feasibility.max_batch_kv_only) */
   VL.maxBatchKvOnly = function (m, memory, tokens, weights, kvDtype, reserve) {
     tokens = VL.checkPositiveInt("tokens", tokens);
-    var cap = VL.budget(memory), res = VL.parseMemory(reserve, "reserve");
-    var n = F.MAX_BATCH_KV_ONLY({ M: cap, R: res, W: VL.weightsBytes(m, weights), T: tokens, L: m.spec.n_layers,
-      n_kv: m.spec.n_kv_heads, d_head: m.spec.head_dim, b_kv: VL.kvBytesPerElement(kvDtype) });
-    return Math.max(0, VL.floor(n));
+    return PY.max_batch_kv_only(m.spec, VL.budget(memory), VL.parseMemory(reserve, "reserve"), VL.weightsBytes(m, weights),
+      tokens, VL.kvBytesPerElement(kvDtype));
   };
 
-  function roundHalfEven(x) {
-    var f = Math.floor(x), d = x - f;
-    if (Math.abs(d - 0.5) < 1e-9) { return f % 2 === 0 ? f : f + 1; }
-    return Math.round(x);
-  }
-
-  /* design.equal_params_shape(spec with one layer, n_params=target, ffn=spec.ffn): the layers it solves */
-  function equalParamsLayers(s, target) {
-    target = VL.checkPositiveInt("n_params", target);
-    var vals = VL.specSymbols(Object.assign({}, s, { n_layers: 1 }), false);
-    delete vals.L;
-    var layers = VL.int(roundHalfEven(VL.design.LAYERS_AT_EQUAL_PARAMS(Object.assign({ N: target }, vals))));
-    if (layers < 1) {
-      throw VL.invalid("hidden", s.hidden, "leaves no room for a layer within " + VL.commas(target) + " parameters");
-    }
-    return layers;
-  }
-
-  /* widgets.design.design_spec */
+  /* widgets.design.design_spec (widgets.design.design_fields; design.equal_layers) */
   VL.designSpec = function (base, a) {
     var b = Object.assign({}, base.spec, { nominal_params: null });
     var hidden = VL.checkPositiveInt("hidden", a.hidden), nHeads = VL.checkPositiveInt("n_heads", a.n_heads);
     if (hidden % nHeads) { throw VL.invalid("n_heads", nHeads, "must divide hidden=" + hidden); }
     var nExperts = VL.checkPositiveInt("n_experts", a.n_experts, true);
-    var moe = nExperts > 1 ? { n_experts: nExperts, experts_per_token: VL.checkPositiveInt("experts_per_token",
-      a.experts_per_token) } : { n_experts: 0, experts_per_token: 0 };
-    var ffn = VL.checkPositiveInt("ffn", a.ffn), nLayers = VL.checkPositiveInt("n_layers", a.n_layers);
-    var s = VL.validateSpec(Object.assign({}, b, { hidden: hidden, n_heads: nHeads, n_kv_heads: a.n_kv_heads,
-      head_dim: Math.floor(hidden / nHeads), ffn: ffn, n_layers: nLayers }, moe));
+    var k = VL.checkPositiveInt("experts_per_token", a.experts_per_token);
+    var s = VL.validateSpec(Object.assign({}, b, PY.design_fields(hidden, nHeads, a.n_kv_heads,
+      VL.checkPositiveInt("ffn", a.ffn), VL.checkPositiveInt("n_layers", a.n_layers), nExperts, k)));
     if (a.equal_params) {
-      var target = VL.int(F.N_PARAMS(VL.specSymbols(b, false)));
-      s = VL.validateSpec(Object.assign({}, s, { n_layers: equalParamsLayers(s, target) }));
+      var target = VL.nParams({ sym: VL.specSymbols(b, false) });
+      var got = PY.equal_layers(VL.specSymbols(Object.assign({}, s, { n_layers: 1 }), false), target, s.hidden);
+      VL.raiseProblem(got[1]);
+      s = VL.validateSpec(Object.assign({}, s, { n_layers: got[0] }));
     }
     return VL.modelFromSpec(Object.assign({}, s, { name: b.name + " (designed)" }), base);
   };
@@ -146,15 +105,11 @@
     var trainSeq = a.train_seq === undefined ? df.train_seq : a.train_seq, nGpus = a.n_gpus === undefined ? df.n_gpus : a.n_gpus;
     var d = VL.evaluateDesign(m, a.gpu, a.context, { weights: a.weights, kv_dtype: a.weights !== "fp16" ? "bf16" : "fp16",
       train_seq: trainSeq, n_gpus: nGpus });
-    var s = m.spec, nParams = VL.int(F.N_PARAMS(m.sym)), nActive = VL.int(F.N_PARAMS(m.symActive));
-    var active = s.n_experts ? ", " + VL.toFixed(nActive / 1e9, 2) + "B active" : "";
-    var verdict = s.n_layers + " layers, " + VL.toFixed(nParams / 1e9, 2) + "B parameters" + active + "; KV cache " +
-      VL.fixed(d.kv_per_token / 1024, 0) + " KiB per token. On " + a.gpu + ": " +
-      (d.fits ? "one " + VL.commas(a.context) + "-token sequence fits, " + VL.commas(d.max_sequences) + " at once"
-        : "one " + VL.commas(a.context) + "-token sequence does not fit") +
-      "; longest context " + VL.commas(d.max_context) + " tokens. Training on " + VL.commas(trainSeq) +
-      "-token sequences needs " + (d.gpus_to_train ? d.gpus_to_train + " GPUs (ZeRO-3)" : "more than any number of such GPUs") +
-      "; on " + nGpus + ": micro-batch " + d.max_micro_batch + ".";
+    var s = m.spec, sym = { sym: m.symActive };
+    var verdict = PY.design_verdict({ n_layers: s.n_layers, n_params: VL.nParams(m), n_active: VL.nParams(sym),
+      moe: s.n_experts > 0, kv_per_token: d.kv_per_token, fits: d.fits, max_sequences: d.max_sequences,
+      max_context: d.max_context, gpus_to_train: d.gpus_to_train, max_micro_batch: d.max_micro_batch }, a.gpu, a.context,
+      trainSeq, nGpus);
     return [d.inference, d.capacity, verdict];
   });
 })();
