@@ -220,27 +220,37 @@ def test_panel_verdicts_are_one_text(model):
     assert not bad, bad[:2]
 
 
+def _same_panel(calc: str, compute, runs, key: str = "model") -> int:
+    """Run the static calculator ``calc`` and its Python ``compute`` on ``runs`` ([(model, arguments)]): the breakdown
+    (parts and title), the card and the verdict -- or the one-line refusal -- must be the same. Returns the runs."""
+    reqs, want = [], []
+    for spec, args in runs:
+        try:
+            bd, cap, verdict = compute(spec, **args)
+            want.append([[[k, v] for k, v in bd.items()], bd.title, cap, verdict])
+        except vl.VramlibError as e:
+            want.append(str(e))
+        reqs.append(f"(function () {{ var r = VL.calcs[{js(calc)}]({js(dict(args, **{key: model_json(spec)}))}); "
+                    "return [r[0].parts, r[0].title, r[1], r[2]]; })()")
+    got = run_js(reqs)
+    bad = [(r[-80:], g, w) for r, g, w in zip(reqs, got, want) if g.get("ok", g.get("err")) != w]
+    assert not bad, bad[:2]
+    return len(reqs)
+
+
+def _heads(spec) -> dict:
+    return dict(n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads)
+
+
 def test_inference_is_one_model():
     """The static inference calculator (the compiled weights_parts, kv_bytes, prefill_bytes, inference_parts,
     largest_true, inference_verdict) gives Python's breakdown, longest context and verdict, for every format."""
     from vramlib.present.widgets.inference import inference_compute
 
-    reqs, want = [], []
-    for spec in _models()[:6]:
-        for prec in vl.precision_names():
-            for kv, gpu, attention in (("fp16", "rtx-4090", "sdpa"), ("fp8-e4m3", "a100-80gb", "eager")):
-                args = dict(n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads, weights=prec, kv_dtype=kv, tokens=8192,
-                            gpu=gpu, attention=attention, batch=2)
-                try:
-                    bd, cap, verdict = inference_compute(spec, **args)
-                    want.append([[[k, v] for k, v in bd.items()], bd.title, cap, verdict])
-                except vl.VramlibError as e:
-                    want.append(str(e))
-                reqs.append(f"(function () {{ var r = VL.calcs.inference({js(dict(args, model=model_json(spec)))}); "
-                            "return [r[0].parts, r[0].title, r[1], r[2]]; })()")
-    got = run_js(reqs)
-    bad = [(r[-80:], g, w) for r, g, w in zip(reqs, got, want) if g.get("ok", g.get("err")) != w]
-    assert len(reqs) > 100 and not bad, bad[:2]
+    runs = [(spec, dict(_heads(spec), weights=prec, kv_dtype=kv, tokens=8192, gpu=gpu, attention=attention, batch=2))
+            for spec in _models()[:6] for prec in vl.precision_names()
+            for kv, gpu, attention in (("fp16", "rtx-4090", "sdpa"), ("fp8-e4m3", "a100-80gb", "eager"))]
+    assert _same_panel("inference", inference_compute, runs) > 100
 
 
 def test_gguf_bits_follow_llama_cpp_rules_exactly():
@@ -266,7 +276,6 @@ def test_training_is_one_model():
     gives Python's breakdown, longest sequence and verdict."""
     from vramlib.present.widgets.training import training_compute
 
-    reqs, want = [], []
     cases = []
     for method, prec, opt, conv in (("full", "bf16", "adamw", "mixed-fp32-master"), ("lora", "fp16", "adamw-8bit", "source-12"),
                                     ("qlora", "bf16", "paged-adamw-8bit", "deepspeed"), ("full", "fp32", "sgd", "deepspeed"),
@@ -275,19 +284,8 @@ def test_training_is_one_model():
             cases.append(dict(method=method, precision=prec, optimizer=opt, convention=conv, recompute=recompute,
                               attention=attention, activation_style=style, lora_rank=16, seq=4096, micro_batch=2,
                               gpu="a100-80gb"))
-    for spec in _models()[:5]:
-        for kw in cases:
-            args = dict(kw, n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads)
-            try:
-                bd, cap, verdict = training_compute(spec, **args)
-                want.append([[[k, v] for k, v in bd.items()], bd.title, cap, verdict])
-            except vl.VramlibError as e:
-                want.append(str(e))
-            reqs.append(f"(function () {{ var r = VL.calcs.training({js(dict(args, model=model_json(spec)))}); "
-                        "return [r[0].parts, r[0].title, r[1], r[2]]; })()")
-    got = run_js(reqs)
-    bad = [(r[-60:], g, w) for r, g, w in zip(reqs, got, want) if g.get("ok", g.get("err")) != w]
-    assert len(reqs) > 60 and not bad, bad[:2]
+    runs = [(spec, dict(kw, **_heads(spec))) for spec in _models()[:5] for kw in cases]
+    assert _same_panel("training", training_compute, runs) > 60
 
 
 def test_serving_is_one_budget():
@@ -295,24 +293,13 @@ def test_serving_is_one_budget():
     vLLM budget, problems and verdict."""
     from vramlib.present.widgets.serving import serving_compute
 
-    reqs, want = [], []
-    for spec in _models()[:6]:
-        for weights, kv, gpu, tp, util, blk, nbt, req in (
-                ("bf16", "auto", "a100-80gb", 1, 0.9, 16, 8192, 8192), ("int4", "fp8", "rtx-4090", 1, 0.95, 32, 2048, 4096),
-                ("awq-4bit-g128", "auto", "t4", 8, 0.9, 16, 8192, 32768), ("fp16", "fp8_e5m2", "h100-sxm-80gb", 2, 0.5, 8, 512, 100),
-                ("bf16", "auto", "v100-32gb", 4, 0.9, 16, 4096, 2048)):
-            args = dict(n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads, weights=weights, kv_dtype=kv, gpu=gpu, tp=tp,
-                        gpu_memory_utilization=util, block_size=blk, max_num_batched_tokens=nbt, request_tokens=req)
-            try:
-                bd, cap, verdict = serving_compute(spec, **args)
-                want.append([[[k, v] for k, v in bd.items()], bd.title, cap, verdict])
-            except vl.VramlibError as e:
-                want.append(str(e))
-            reqs.append(f"(function () {{ var r = VL.calcs.serving({js(dict(args, model=model_json(spec)))}); "
-                        "return [r[0].parts, r[0].title, r[1], r[2]]; })()")
-    got = run_js(reqs)
-    bad = [(r[-60:], g, w) for r, g, w in zip(reqs, got, want) if g.get("ok", g.get("err")) != w]
-    assert len(reqs) >= 30 and not bad, bad[:2]
+    settings = (("bf16", "auto", "a100-80gb", 1, 0.9, 16, 8192, 8192), ("int4", "fp8", "rtx-4090", 1, 0.95, 32, 2048, 4096),
+                ("awq-4bit-g128", "auto", "t4", 8, 0.9, 16, 8192, 32768),
+                ("fp16", "fp8_e5m2", "h100-sxm-80gb", 2, 0.5, 8, 512, 100), ("bf16", "auto", "v100-32gb", 4, 0.9, 16, 4096, 2048))
+    runs = [(spec, dict(_heads(spec), weights=w, kv_dtype=kv, gpu=gpu, tp=tp, gpu_memory_utilization=util, block_size=blk,
+                        max_num_batched_tokens=nbt, request_tokens=req))
+            for spec in _models()[:6] for w, kv, gpu, tp, util, blk, nbt, req in settings]
+    assert _same_panel("serving", serving_compute, runs) >= 30
 
 
 def test_design_is_one_calculator():
@@ -320,7 +307,6 @@ def test_design_is_one_calculator():
     batch closed form, verdict) gives Python's breakdown and verdict, refusals included."""
     from vramlib.present.widgets.design import design_compute
 
-    reqs, want = [], []
     base = vl.get_model("source-13b")
     cases = [dict(n_layers=40, hidden=5120, n_heads=40, n_kv_heads=40, ffn=13824, n_experts=0, experts_per_token=2,
                   equal_params=False), dict(n_layers=40, hidden=4096, n_heads=32, n_kv_heads=8, ffn=11008, n_experts=0,
@@ -330,17 +316,6 @@ def test_design_is_one_calculator():
              dict(n_layers=40, hidden=5120, n_heads=48, n_kv_heads=8, ffn=13824, n_experts=0, experts_per_token=2,
                   equal_params=False), dict(n_layers=40, hidden=65536, n_heads=512, n_kv_heads=8, ffn=13824,
                   n_experts=0, experts_per_token=2, equal_params=True)]
-    for kw in cases:
-        for weights, gpu, context in (("bf16", "h100-sxm-80gb", 131072), ("int4", "rtx-4090", 8192),
-                                      ("fp16", "a100-40gb", 32768)):
-            args = dict(kw, weights=weights, gpu=gpu, context=context)
-            try:
-                bd, cap, verdict = design_compute(base, **args)
-                want.append([[[k, v] for k, v in bd.items()], cap, verdict])
-            except vl.VramlibError as e:
-                want.append(str(e))
-            reqs.append(f"(function () {{ var r = VL.calcs.design({js(dict(args, base=model_json(base)))}); "
-                        "return [r[0].parts, r[1], r[2]]; })()")
-    got = run_js(reqs)
-    bad = [(r[-60:], g, w) for r, g, w in zip(reqs, got, want) if g.get("ok", g.get("err")) != w]
-    assert len(reqs) >= 18 and not bad, bad[:2]
+    runs = [(base, dict(kw, weights=w, gpu=gpu, context=context)) for kw in cases
+            for w, gpu, context in (("bf16", "h100-sxm-80gb", 131072), ("int4", "rtx-4090", 8192), ("fp16", "a100-40gb", 32768))]
+    assert _same_panel("design", design_compute, runs, key="base") >= 18

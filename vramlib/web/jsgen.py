@@ -11,8 +11,7 @@ sizes, colours, the calculators' defaults read from their signatures). The rules
 the hand-written ``vramlib/web/js/*.js`` checks inputs, glues and draws. ``tests/test_js_literals.py`` refuses a
 number Python owns there, ``tests/test_portable.py`` runs the bundle in Node.js against Python and
 ``tests/browser/test_calculators.py`` proves in a real browser that every calculator equals its Python compute
-function. (Still hand-written compositions of generated expressions: the inference, training, serving and design
-calculators.)
+function. The float functions printed here are kept for reference and tests; the calculators compute exactly.
 
 ``python -m vramlib.web.jsgen OUTDIR`` writes ``vramlib-calc.js``, ``vramlib-calc.css`` and
 ``vramlib-catalogue.json``; the book's Sphinx extension (:mod:`vramlib.web.sphinxext`) does it at build time.
