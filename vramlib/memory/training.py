@@ -172,7 +172,7 @@ def widest_lora_rank(sym, mods):
 
 @portable
 def lora_rank_problem(name, rank, best):
-    """None, or the error of a rank above the widest low-rank one (``best``: :func:`widest_lora_rank`)."""
+    """None, or the error of a rank above the widest low-rank one (``best``: ``widest_lora_rank``)."""
     if rank > best[0]:
         return ["lora_rank", rank, "must be <= " + fmt_fixed(best[0], 0, True) + " = min(in, out) of " + best[1] +
                 " in " + name + " (a rank above a layer's width is not low-rank)"]
@@ -391,7 +391,7 @@ def check_lora_settings(spec: ModelSpec, w: Workload) -> None:
 def _model_state_parts(m: ModelSpec, w: Workload) -> dict[str, int]:
     """Weights (or base + adapters), gradients, the fp32 master copy, optimizer states and, for the deepspeed
     convention's full fine-tuning in half precision, the ZeRO-3 gather buffer of the largest module
-    (:func:`model_state_parts`)."""
+    (``model_state_parts``)."""
     conv = CONVENTIONS[w.convention]
     setup = {"method": w.method, "dtype": w.dtype, "conv": Fields(conv), "fp32": FP32_BYTES}
     if w.method == "full":

@@ -415,7 +415,7 @@ class ServingCapacity:
 
     @property
     def verdict(self) -> str:
-        """One line: blocks, tokens and concurrency, or why vLLM would not start (:func:`serving_verdict`)."""
+        """One line: blocks, tokens and concurrency, or why vLLM would not start (``serving_verdict``)."""
         return serving_verdict(Fields(self))
 
 
@@ -535,7 +535,7 @@ def serving_kv_capacity(m: ModelSpec | str, gpu: str | GPU, config: ServingConfi
 
 
 def _kv_budget(mm: ModelSpec, card: GPU, cfg: ServingConfig, kv_name: str, mem: dict[str, int]) -> dict:
-    """The budget's quantities (bytes, blocks, tokens, concurrency), each from its expression above (:func:`kv_budget`)."""
+    """The budget's quantities (bytes, blocks, tokens, concurrency), each from its expression above (``kv_budget``)."""
     b_act = get_precision(_activation_dtype(cfg.weights, card)).bytes_per_element
     return kv_budget(mm.view(), Fields(card), Fields(cfg), mem, [weights_bytes(mm, cfg.weights), b_act,
                                                                  kv_bytes_per_element(kv_name)])
@@ -602,7 +602,7 @@ def _start_problems(card: GPU, cfg: ServingConfig, kv_name: str, b: dict) -> lis
 
 @portable
 def start_problems(card, formats, b):
-    """Why vLLM would not start (``formats`` = [weights, kv, activations]; ``b``: :func:`kv_budget`): bf16 on a card
+    """Why vLLM would not start (``formats`` = [weights, kv, activations]; ``b``: ``kv_budget``): bf16 on a card
     without it, too little free memory at start-up, weights that do not fit, no cache blocks, CUDA graphs that do not
     fit the headroom. Empty: it starts."""
     problems = []
@@ -680,7 +680,7 @@ def _capacity_result(mm: ModelSpec, card: GPU, cfg: ServingConfig, kv_name: str,
 
 @portable
 def capacity_summary(model, gpu, tp, block_size, b, problems):
-    """What the verdict reads of a budget (:func:`kv_budget`): blocks, tokens, the cache's bytes, concurrency (and
+    """What the verdict reads of a budget (``kv_budget``): blocks, tokens, the cache's bytes, concurrency (and
     whole requests), whether vLLM starts and whether max_model_len fits."""
     starts = not len(problems)
     return {"model": model, "gpu": gpu, "tp": tp, "block_size": block_size, "num_blocks": b["blocks"],

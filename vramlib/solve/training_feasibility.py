@@ -226,7 +226,7 @@ def model_states_bytes(n_trainable: int, convention: str = "source-12", optimize
 # --- the inverse solver -------------------------------------------------------------------------------------
 def _largest_by_secant(total, cap: int, limit: int, probe: int = 4096) -> int:
     """Largest n in [1, limit] with total(n) <= cap, for a non-decreasing total with total(1) <= cap
-    (:func:`largest_by_secant`)."""
+    (``largest_by_secant``)."""
     return largest_by_secant(total, cap, limit, probe)
 
 
