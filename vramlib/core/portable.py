@@ -106,9 +106,7 @@ def ev_mean(name: str, key, n: int, vals: dict) -> Fraction:
     expr = shared_expression(name)
     if key is not None:
         expr = expr[key]
-    from . import formulas as F
-
-    names = F.argument_names(expr)
+    names = _formulas().argument_names(expr)
     return _mean_over(expr, n, tuple((k, vals[k]) for k in names if k != "i_l"))
 
 
@@ -118,9 +116,7 @@ _MEANS: dict = {}
 def _mean_over(expr, n: int, values: tuple) -> Fraction:
     got = _MEANS.get((expr, n, values))
     if got is None:
-        from . import formulas as F
-
-        names, fn = F.compile_exact(expr)
+        names, fn = _formulas().compile_exact(expr)
         vals = dict(values)
         if "i_l" not in names:  # the same on every layer
             got = Fraction(fn(*(vals[k] for k in names)))
@@ -133,9 +129,9 @@ def _mean_over(expr, n: int, values: tuple) -> Fraction:
 
 def value_at(expr, vals: dict) -> Fraction:
     """Exact value of ``expr`` (ints and Fractions in, a Fraction out). Whole Fractions go in as ints, so that an
-    integer-closed expression takes formulas.evaluate's int path."""
-    from . import formulas as F
-
+    integer-closed expression takes formulas.evaluate's int path. An integer result stays an int (an exact rational
+    too: the q_* runtime takes both)."""
+    F = _formulas()
     names = F.argument_names(expr)
     if not names:
         return _constant(expr)
@@ -143,7 +139,19 @@ def value_at(expr, vals: dict) -> Fraction:
     for k in names:
         v = vals[k]
         args[k] = v.numerator if type(v) is Fraction and v.denominator == 1 else v
-    return Fraction(F.evaluate(expr, **args))
+    return F.evaluate(expr, **args)
+
+
+_F = []
+
+
+def _formulas():
+    """vramlib.core.formulas, imported on first use (core.formulas imports sympy; sharing a constant must not)."""
+    if not _F:
+        from . import formulas
+
+        _F.append(formulas)
+    return _F[0]
 
 
 _CONSTANTS: dict = {}
@@ -165,8 +173,8 @@ def shared(name: str):
 
 # --- exact rationals: the only arithmetic portable code does on byte counts ------------------------------------
 def q(x) -> Fraction:
-    """An exact rational from an int, a float (its exact binary value) or a Fraction."""
-    return x if type(x) is Fraction else Fraction(x)
+    """An exact rational from an int, a float (its exact binary value) or a Fraction (an int stays an int)."""
+    return x if type(x) is Fraction or type(x) is int else Fraction(x)
 
 
 def q_decimal(x) -> Fraction:
@@ -192,9 +200,9 @@ def q_div(a, b) -> Fraction:
 
 def q_ceil(a) -> int:
     """Round up to a whole byte (formulas.to_int_bytes)."""
-    from .formulas import to_int_bytes
-
-    return to_int_bytes(a)
+    if type(a) is int:
+        return a
+    return _formulas().to_int_bytes(a)
 
 
 def q_floor(a) -> int:
