@@ -319,3 +319,16 @@ def test_design_is_one_calculator():
     runs = [(base, dict(kw, weights=w, gpu=gpu, context=context)) for kw in cases
             for w, gpu, context in (("bf16", "h100-sxm-80gb", 131072), ("int4", "rtx-4090", 8192), ("fp16", "a100-40gb", 32768))]
     assert _same_panel("design", design_compute, runs, key="base") >= 18
+
+
+def test_every_module_with_portable_code_is_compiled():
+    """A module that defines a @portable function is in portablegen.PORTABLE_MODULES (else its functions would be
+    missing from the page, and its callers would fail there only)."""
+    from pathlib import Path
+
+    from vramlib.web.portablegen import PORTABLE_MODULES
+
+    root = Path(vl.__file__).parent
+    have = {str(p.relative_to(root).with_suffix("")).replace("/", ".") for p in root.rglob("*.py")
+            if "\n@portable\n" in p.read_text() and p.name != "portable.py"}
+    assert have and have <= set(PORTABLE_MODULES), sorted(have - set(PORTABLE_MODULES))

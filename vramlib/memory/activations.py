@@ -80,12 +80,10 @@ Used in: chapters 2, 3, 4, 9, 10, 12, 15.
 """
 from __future__ import annotations
 
-from fractions import Fraction
 from functools import lru_cache
 
 import sympy as sp
 
-from ..core import formulas as F
 from ..core.errors import InvalidValueError, check_choice, check_positive_int, checked_call
 from ..catalog.models import ModelSpec, get_model
 from ..catalog.precision import FP32_BYTES, get_precision

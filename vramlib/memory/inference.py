@@ -4,7 +4,6 @@ Used in: chapters 1, 5, 6, 7, 8, 13, 14, 15.
 """
 from __future__ import annotations
 
-from fractions import Fraction
 from functools import lru_cache
 
 import sympy as sp
@@ -13,7 +12,7 @@ from ..core import formulas as F
 from .breakdown import Breakdown
 from ..core.errors import InvalidValueError, check_choice, check_positive_int, checked_call
 from ..catalog.models import ModelSpec, get_model, param_groups_of
-from ..catalog.precision import bits_of, get_precision, kv_bytes_per_element, precision_view, tensor_bits
+from ..catalog.precision import bits_of, get_precision, kv_bytes_per_element, precision_view
 from ..core.symbols import S_shard, n_gpu, n_kv
 from ..core.units import parse_memory
 from ..core.signatures import arg, keywords_through, signature

@@ -222,7 +222,6 @@ def optimizer_state_bytes(model: ModelSpec | str, optimizer: str = "adamw", trai
     train, so ``trainable`` is refused with it."""
     m = get_model(model)
     opt = OPTIMIZERS[check_choice("optimizer", optimizer, OPTIMIZERS)]
-    vals = m.symbols()
     if trainable is not None:
         if lora_rank is not None:
             raise InvalidValueError("trainable", trainable, "give trainable or lora_rank, not both")

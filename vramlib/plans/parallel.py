@@ -68,7 +68,7 @@ Used in: chapters 3, 4, 9, 11, 12.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from fractions import Fraction
 
 import sympy as sp
@@ -87,7 +87,7 @@ from ..core.signatures import arg, field_args, keywords_through, signature, spli
 from ..memory.training import CONVENTIONS, TRAINING_PRECISIONS, Workload, as_workload, check_lora_settings, lora_params, \
     optimizer_state_bytes, resolve_activation_style
 from ..memory.sharding import (  # noqa: F401 (VL.parallel.MODULE_PARAMS*, vl.parallel.largest_module_params)
-    ATTN_PARAMS_RANK, KV_HEADS_PER_RANK, MODULE_PARAMS, MODULE_PARAMS_RANK, N_e, _ev, _values, largest_module,
+    ATTN_PARAMS_RANK, KV_HEADS_PER_RANK, MODULE_PARAMS, MODULE_PARAMS_RANK, N_e, _ev, largest_module,
     largest_module_params, model_view,
 )
 from ..core.portable import Fields, ev, portable, q, q_add, q_ceil, q_div, q_is_zero, q_mul, raise_problem, share, shared

@@ -56,7 +56,7 @@ from ..memory import inference as _tp_rule
 from ..memory.inference import DEFAULT_RESERVE, kv_bytes_per_token, kv_heads_per_gpu, weights_bytes
 from ..catalog.models import ModelSpec, get_model
 from ..catalog.precision import get_precision, kv_bytes_per_element
-from ..core.symbols import B, L, M, T, V, W, b_kv, d, e_att, f, n_kv
+from ..core.symbols import B, L, M, T, V, W, b_kv, d, e_att, f
 from ..core.units import GiB, bytes_text, fmt_bytes, gb, gib, parse_memory
 from ..core.portable import Fields, ev, fmt_fixed, fmt_g, portable, q_add, q_ceil, q_cmp, q_decimal, q_div, q_float, \
     q_floor, q_int, share, shared

@@ -188,7 +188,7 @@ bytes stay far inside float range and exact to the byte where the search compare
 
 def _bounded(field: str, value) -> int:
     return check_number(field, value, minimum=1, maximum=FLOAT_SAFE_MAX, integer=True,
-                        allowed=f"must be a positive integer <= 2^40 (the float64 search's range)")
+                        allowed="must be a positive integer <= 2^40 (the float64 search's range)")
 
 
 def _is_int(x) -> bool:
@@ -301,7 +301,7 @@ def fixed_costs(totals, even_layers, S, act, flights):
 @portable
 def balanced_layers(totals, even_layers, states, act, flights):
     """Layers per stage of the contiguous split with the smallest peak, and among those the one whose smallest stage
-    is largest: exact dynamic programming over the stage boundaries. Stage i holding layers [a, b) costs its fixed
+    is largest: exact dynamic programming over the stage boundaries. Stage i holding layers [a, e) costs its fixed
     bytes (the even split's total minus its layers' costs: embedding, head, buffers, reserve) + the layers' model
     states + flights[i] micro-batches of their activations (``totals``, ``even_layers``: the even split)."""
     n = len(states)
@@ -310,17 +310,17 @@ def balanced_layers(totals, even_layers, states, act, flights):
     S = prefix_sums(states)
     fixed = fixed_costs(totals, even_layers, S, act, flights)
     best = [0.0]
-    for b in range(n):
+    for e in range(n):
         best.append(inf)
     arg = []
     for i in range(pp):
         nxt = []
         at = []
-        for b in range(n + 1):
+        for e in range(n + 1):
             top = inf
             where = 0
-            for a in range(b):
-                c = max(best[a], fixed[i] + (S[b] - S[a]) + flights[i] * act * (b - a))
+            for a in range(e):
+                c = max(best[a], fixed[i] + (S[e] - S[a]) + flights[i] * act * (e - a))
                 if c < top:
                     top = c
                     where = a
@@ -330,17 +330,17 @@ def balanced_layers(totals, even_layers, states, act, flights):
         best = nxt
     target = best[n] * (1 + 1e-12)
     low = [inf]
-    for b in range(n):
+    for e in range(n):
         low.append(-inf)
     arg2 = []
     for i in range(pp):
         nxt = []
         at = []
-        for b in range(n + 1):
+        for e in range(n + 1):
             top = -inf
             where = 0
-            for a in range(b):
-                c = fixed[i] + (S[b] - S[a]) + flights[i] * act * (b - a)
+            for a in range(e):
+                c = fixed[i] + (S[e] - S[a]) + flights[i] * act * (e - a)
                 if c <= target and min(low[a], c) > top:
                     top = min(low[a], c)
                     where = a

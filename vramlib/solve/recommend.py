@@ -21,15 +21,12 @@ Used in: chapters 4, 9.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from fractions import Fraction
 
 import sympy as sp
 
-from ..core import formulas as F
 from ..memory.activations import ATTENTION
 from ..core.errors import InvalidValueError, check_choice, check_fraction, check_positive_int, checked_call
 from .feasibility import largest_fitting

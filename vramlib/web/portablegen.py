@@ -13,6 +13,7 @@ Used by :mod:`vramlib.web.jsgen` (the static book's ``vramlib-calc.js``).
 """
 from __future__ import annotations
 
+import importlib
 import json
 import re
 
@@ -142,23 +143,20 @@ def compiled_functions() -> tuple[str, set[str], set[str]]:
     return "\n".join(code), funcs, methods
 
 
+PORTABLE_MODULES = (
+    "core.units", "catalog.hardware", "catalog.models", "catalog.precision", "memory.breakdown", "memory.activations",
+    "memory.inference", "memory.sharding", "memory.training", "plans.parallel", "solve.feasibility", "solve.planning",
+    "solve.recommend", "solve.training_feasibility", "serve.serving", "explain.bookshelf", "explain.design",
+    "present.widgets.bookshelf", "present.widgets.design", "present.widgets.finetune", "present.widgets.inference",
+    "present.widgets.parallel", "present.widgets.recommend", "present.widgets.serving", "present.widgets.training",
+)
+"""The modules that define portable functions (the registry fills as they are imported)."""
+
+
 def _load_portable_modules() -> None:
-    """Import every module that defines portable functions (the registry fills on import)."""
-    from ..core import units  # noqa: F401
-    from ..explain import bookshelf, design  # noqa: F401
-    from ..present.widgets import design as design_panel  # noqa: F401
-    from ..memory import activations, inference, sharding, training  # noqa: F401
-    from ..catalog import hardware  # noqa: F401
-    from ..memory import breakdown  # noqa: F401
-    from ..present.widgets import bookshelf as bookshelf_panel, finetune, parallel as parallel_panel  # noqa: F401
-    from ..present.widgets import recommend as recommend_panel  # noqa: F401
-    from ..present.widgets import inference as inference_panel  # noqa: F401
-    from ..present.widgets import training as training_panel  # noqa: F401
-    from ..present.widgets import serving as serving_panel  # noqa: F401
-    from ..serve import serving  # noqa: F401
-    from ..solve import feasibility, recommend, training_feasibility  # noqa: F401
-    from ..plans import parallel  # noqa: F401
-    from ..solve import planning  # noqa: F401
+    """Import every module that defines portable functions."""
+    for name in PORTABLE_MODULES:
+        importlib.import_module(f"vramlib.{name}")
 
 
 def portable_js() -> str:

@@ -22,7 +22,7 @@ from ...core.errors import InvalidValueError, VramlibError, check_positive_int
 from ...catalog.hardware import GPUS, get_gpu
 from ...memory.inference import DEFAULT_RESERVE
 from ...catalog.models import get_model
-from ...plans.parallel import OFFLOAD, ParallelPlan, PlanMemory, plan_memory
+from ...plans.parallel import OFFLOAD, PlanMemory, plan_memory
 from ...memory.training import CONVENTIONS, METHODS, OPTIMIZERS, TRAINING_PRECISIONS
 from ...core.units import gb, gib
 from ...core.portable import Fields, fmt_fixed, portable, shared

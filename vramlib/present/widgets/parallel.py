@@ -18,7 +18,7 @@ from ...catalog.models import get_model
 from ...plans.parallel import OFFLOAD, ParallelPlan, PlanMemory, plan_memory
 from ...solve.planning import PlanSpace, balance_pipeline, balance_verdict, search_plans
 from ...memory.training import CONVENTIONS, TRAINING_PRECISIONS
-from ...core.units import bytes_text, fmt_bytes, gb, gib, percent
+from ...core.units import bytes_text, gb, gib, percent
 from ...core.portable import fmt_fixed, portable, shared
 from ..viz import breakdown_svg
 from .base import (

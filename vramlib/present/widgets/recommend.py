@@ -14,7 +14,7 @@ from ...core.errors import InvalidValueError, VramlibError
 from ...memory.inference import DEFAULT_RESERVE
 from ...catalog.models import get_model
 from ...solve.recommend import recommend_gpus, recommendation_table
-from ...core.units import bytes_text, fmt_bytes, percent
+from ...core.units import bytes_text, percent
 from ...core.portable import fmt_fixed, portable
 from .base import Computed, dropdown, int_box, model_with_heads, panel, render
 from .finetune import training_controls
