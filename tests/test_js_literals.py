@@ -27,7 +27,6 @@ _PCT = "percent scale of a printed share (Python's :.0% format)"
 
 PRESENTATION: dict[tuple[str, str], str] = {
     # core.js
-    ("core.js", "1e-12"): _FLOAT_TOL + ": float noise of a generated value snapped to an integer",
     ("core.js", "1e-6"): _FLOAT_TOL + ": '0.5GB' parsed in floats",
     ("core.js", "0.5"): "the exact binary tie of Python's round-half-even in f'{x:.nf}'",
     ("core.js", "10"): "decimal base of f'{x:.nf}' formatting",

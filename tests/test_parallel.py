@@ -731,3 +731,14 @@ def test_zero_model_states_takes_a_plan():
         vl.zero_model_states(10**9, stage=4)
     with pytest.raises(InvalidValueError, match="plan"):
         vl.zero_model_states(10**9, plan=(8, 2))
+
+
+def test_zero_parts_are_linear_in_the_parameters():
+    """plans.parallel.zero_rates reads every ZERO_PARTS entry at Psi = 1 and scales it: each must be Psi x (something
+    without Psi)."""
+    import sympy as sp
+
+    from vramlib.plans.parallel import Psi, ZERO_PARTS
+
+    for name, expr in ZERO_PARTS.items():
+        assert sp.diff(expr, Psi, 2) == 0 and expr.subs(Psi, 0) == 0, name

@@ -119,7 +119,7 @@ class ModelSpec:
     @property
     def weight_params(self) -> int:
         """Parameters to store (the nominal size when set, as the source's '13B', else the exact count)."""
-        return self.nominal_params if self.nominal_params is not None else self.n_params
+        return weight_params_of(Fields(self), self.n_params)
 
     @property
     def gqa_group(self) -> int:
@@ -286,6 +286,12 @@ def symbols_of(s, active):
             "beta_qkv": 1 if s["qkv_bias"] else 0, "beta_o": 1 if s["attn_out_bias"] else 0,
             "beta_mlp": 1 if s["mlp_bias"] else 0, "beta_norm": 1 if s["norm"] == "layernorm" else 0,
             "t_emb": 1 if s["tied_embeddings"] else 0}
+
+
+@portable
+def weight_params_of(s, n_params):
+    """Parameters to store: the nominal size when the shape has one (the source's '13B'), else the exact count."""
+    return s["nominal_params"] if s["nominal_params"] is not None else n_params
 
 
 @portable

@@ -263,7 +263,10 @@ def raise_problem(problem) -> None:
 
 # --- formatting, as Python formats (JavaScript's side in core.js follows Python's rules: round-half-even ties ...) -----
 def fmt_fixed(x, digits: int, commas: bool = False) -> str:
-    """``f"{x:.{digits}f}"``, or ``f"{x:,.{digits}f}"`` with thousands separators."""
+    """``f"{x:.{digits}f}"``, or ``f"{x:,.{digits}f}"`` with thousands separators (an exact Fraction is printed
+    as the double nearest it, as the browser does)."""
+    if type(x) is Fraction:
+        x = float(x)
     return f"{x:,.{digits}f}" if commas else f"{x:.{digits}f}"
 
 

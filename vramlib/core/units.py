@@ -93,7 +93,7 @@ def fmt_bytes(n_bytes: float, digits: int = 1) -> str:
 
     n_bytes = check_number("n_bytes", n_bytes)
     digits = check_number("digits", digits, minimum=0, maximum=12, integer=True)
-    return bytes_text(n_bytes if isinstance(n_bytes, (int, float)) else float(n_bytes), digits)  # a Fraction too
+    return bytes_text(n_bytes, digits)
 
 
 share(GB=GB, GiB=GiB)

@@ -11,7 +11,7 @@ import sympy as sp
 from ..core import formulas as F
 from .breakdown import Breakdown
 from ..core.errors import InvalidValueError, check_choice, check_positive_int, checked_call
-from ..catalog.models import ModelSpec, get_model, param_groups_of
+from ..catalog.models import ModelSpec, get_model, param_groups_of, weight_params_of
 from ..catalog.precision import bits_of, get_precision, kv_bytes_per_element, precision_view
 from ..core.symbols import S_shard, n_gpu, n_kv
 from ..core.units import parse_memory
@@ -64,7 +64,7 @@ def weights_parts(m, p):
     nominal-size shape (nominal x bits, as the source computes); else the raw quantized bits, the quantization
     constants and the unquantized tensors the format keeps (a GGUF mix reports its layers' types as one figure)."""
     if m["spec"]["nominal_params"] is not None or (not p["keeps"] and p["gguf"] is None):
-        n = m["spec"]["nominal_params"] if m["spec"]["nominal_params"] is not None else q_ceil(ev("N_PARAMS", None, m["sym"]))
+        n = weight_params_of(m["spec"], q_ceil(ev("N_PARAMS", None, m["sym"])))
         return [["weights", q_ceil(ev("WEIGHTS_BYTES", None, {"N_q": n, "b_q": p["bits"], "N_u": 0, "b_u": 0}))]]
     gqa = m["spec"]["n_heads"] // m["spec"]["n_kv_heads"]
     n_q = 0

@@ -50,19 +50,8 @@ MODULE_PARAMS_RANK: dict[str, sp.Expr] = {
 with KV_HEADS_PER_RANK whole heads, routed experts over t x N_e, the router replicated."""
 
 
-def _values(spec: ModelSpec, **extra) -> dict:
-    vals = {k: Fraction(x) for k, x in spec.symbols().items()}
-    vals.update({k: Fraction(x) for k, x in extra.items()})
-    return vals
-
-
 _ev = value_at
 """Exact value of an expression at Fraction values (:func:`vramlib.core.portable.value_at`)."""
-
-
-def model_view(spec: ModelSpec) -> dict:
-    """A model as portable code reads it (:meth:`vramlib.catalog.models.ModelSpec.view`)."""
-    return spec.view()
 
 
 share(MODULE_PARAMS_RANK=MODULE_PARAMS_RANK, MLP_PARAMS=F.MLP_PARAMS, MODULE_NAMES=list(MODULE_PARAMS_RANK),
@@ -110,4 +99,4 @@ def largest_module_params(model: ModelSpec | str, tp: int = 1, ep: int = 1, stag
     tp, ep = check_positive_int("tp", tp), check_positive_int("ep", ep)
     if tp > 1:
         kv_heads_per_gpu(spec, tp)
-    return largest_module(model_view(spec), tp, ep, stage)
+    return largest_module(spec.view(), tp, ep, stage)

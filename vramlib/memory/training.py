@@ -362,7 +362,7 @@ def resolve_activation_style(spec: ModelSpec, style: str, one_device: bool = Tru
     return got[0]
 
 
-share(HF_FAMILIES=list(HF_FAMILIES))
+share(HF_FAMILIES=list(HF_FAMILIES), TRAINING_PRECISIONS=list(TRAINING_PRECISIONS))
 
 
 @portable

@@ -79,7 +79,7 @@ from ..memory.breakdown import Breakdown
 from ..core.errors import InvalidValueError, check_choice, check_keywords, check_number, \
     check_positive_int, checked_call
 from ..memory.inference import allowed_tp, kv_heads_per_gpu, tp_problem, weights_detail
-from ..catalog.models import SOURCE_SHAPES, ModelSpec, get_model
+from ..catalog.models import SOURCE_SHAPES, ModelSpec, get_model, weight_params_of
 from ..catalog.precision import get_precision
 from ..core.symbols import E, P, V, b_g, b_m, b_o, b_w, beta_norm, h, n_mlp, tied
 from ..core.settings import Settings, settings_class
@@ -88,7 +88,7 @@ from ..memory.training import CONVENTIONS, TRAINING_PRECISIONS, Workload, as_wor
     optimizer_state_bytes, resolve_activation_style
 from ..memory.sharding import (  # noqa: F401 (VL.parallel.MODULE_PARAMS*, vl.parallel.largest_module_params)
     ATTN_PARAMS_RANK, KV_HEADS_PER_RANK, MODULE_PARAMS, MODULE_PARAMS_RANK, N_e, _ev, largest_module,
-    largest_module_params, model_view,
+    largest_module_params,
 )
 from ..core.portable import Fields, ev, portable, q, q_add, q_ceil, q_div, q_is_zero, q_mul, raise_problem, share, shared
 
@@ -462,11 +462,6 @@ def zero_model_states(n_params: int, plan: ParallelPlan | None = None, conventio
     return Breakdown(out, title=f"{_params_label(n_params)} parameters, TP{tp} PP{pp} DP{dp}, ZeRO-{stage}, {convention}")
 
 
-def _scale(spec: ModelSpec) -> Fraction:
-    """Nominal / exact parameters: the source's shapes store their nominal size (weights = nominal x bytes)."""
-    return Fraction(spec.nominal_params, spec.n_params) if spec.nominal_params is not None else Fraction(1)
-
-
 @checked_call
 def stage_params(model: ModelSpec | str, tp: int = 1, pp: int = 1, ep: int = 1, stage_layers: tuple[int, ...] | None = None,
                  moe_layers=None) -> list[tuple[Fraction, Fraction]]:
@@ -479,10 +474,9 @@ def stage_params(model: ModelSpec | str, tp: int = 1, pp: int = 1, ep: int = 1, 
     if ep > 1 and (not spec.is_moe or spec.n_experts % ep):
         raise InvalidValueError("ep", ep, f"must divide the experts of a MoE model ({spec.name}: {spec.n_experts})")
     layers = _stage_layers(spec, pp, stage_layers)
-    return [tuple(x) for x in stage_model_params(model_view(spec), tp, ep, list(layers), _moe_flags(spec, moe_layers))]
+    return [tuple(x) for x in stage_model_params(spec.view(), tp, ep, list(layers), _moe_flags(spec, moe_layers))]
 
 
-assert all(sp.diff(e, Psi, 2) == 0 and e.subs(Psi, 0) == 0 for e in ZERO_PARTS.values()), "zero_rates needs Psi-linear parts"
 share(LAYER_PARAMS_RANK_DENSE=LAYER_PARAMS_RANK_DENSE, LAYER_PARAMS_RANK_EXPERTS=LAYER_PARAMS_RANK_EXPERTS,
       FIRST_STAGE_PARAMS=FIRST_STAGE_PARAMS, LAST_STAGE_PARAMS=LAST_STAGE_PARAMS, N_PARAMS=F.N_PARAMS,
       ZERO_PARTS=ZERO_PARTS, ZERO_PART_NAMES=list(ZERO_PARTS), BUCKET_BYTES=BUCKET_BYTES, IN_FLIGHT=IN_FLIGHT,
@@ -493,9 +487,8 @@ share(LAYER_PARAMS_RANK_DENSE=LAYER_PARAMS_RANK_DENSE, LAYER_PARAMS_RANK_EXPERTS
 @portable
 def model_scale(m):
     """Nominal / exact parameters: the source's shapes store their nominal size (weights = nominal x bytes)."""
-    if m["spec"]["nominal_params"] is None:
-        return q(1)
-    return q_div(q(m["spec"]["nominal_params"]), ev("N_PARAMS", None, m["sym"]))
+    n = ev("N_PARAMS", None, m["sym"])
+    return q_div(weight_params_of(m["spec"], n), n)
 
 
 @portable
@@ -609,7 +602,7 @@ def in_flight_q(pp, stage, n_micro, schedule, virtual_stages):
 
 def check_layout(spec: ModelSpec, plan: ParallelPlan) -> None:
     """Raise InvalidValueError when the model cannot be laid out this way (heads, layers, experts): ``layout_problem``."""
-    raise_problem(layout_problem(model_view(spec), Fields(plan)))
+    raise_problem(layout_problem(spec.view(), Fields(plan)))
 
 
 @portable
@@ -650,7 +643,7 @@ def _stage_activations(spec: ModelSpec, plan: ParallelPlan, seq: int, layers: tu
                        precision: str, attention: str) -> list[int]:
     if style == "hf":
         return [A.activation_bytes(spec, seq, plan.micro_batch, precision, attention, plan.recompute, "hf", "model")]
-    return megatron_stage_activations(model_view(spec), Fields(plan), seq, list(layers))
+    return megatron_stage_activations(spec.view(), Fields(plan), seq, list(layers))
 
 
 # --- the main function -------------------------------------------------------------------------------------
@@ -947,7 +940,7 @@ def plan_memory(model: ModelSpec | str, plan: ParallelPlan | None = None, *, wor
     setup = _trainable(step)
     setup["acts"] = _stage_activations(spec, plan, w.seq, layers, style, w.dtype, w.attention)
     notes = _plan_notes(step)
-    m, pv = model_view(spec), Fields(plan)
+    m, pv = spec.view(), Fields(plan)
     stages = plan_stages(m, pv, setup)
     gpu_stages, host_stages, zero_note = [], [], []
     lower = _lower_rates(step, setup) if plan.zero and plan.offload_optimizer == plan.offload_params == "none" else None

@@ -59,7 +59,7 @@ from ..catalog.precision import get_precision, kv_bytes_per_element
 from ..core.symbols import B, L, M, T, V, W, b_kv, d, e_att, f
 from ..core.units import GiB, bytes_text, fmt_bytes, gb, gib, parse_memory
 from ..core.portable import Fields, ev, fmt_fixed, fmt_g, portable, q_add, q_ceil, q_cmp, q_decimal, q_div, q_float, \
-    q_floor, q_int, share, shared
+    q_floor, q_int, share, share_lazy, shared
 from ..catalog.precision import precision_view
 
 __all__ = [
@@ -544,8 +544,9 @@ def _kv_budget(mm: ModelSpec, card: GPU, cfg: ServingConfig, kv_name: str, mem: 
 share(WEIGHTS_PER_GPU=WEIGHTS_PER_GPU, ACTIVATION_PEAK_BYTES=ACTIVATION_PEAK_BYTES, CUDA_TOTAL_BYTES=CUDA_TOTAL_BYTES,
       REQUESTED_BYTES=REQUESTED_BYTES, AVAILABLE_KV_BYTES=AVAILABLE_KV_BYTES, SERVING_KV_HEADS=KV_HEADS_PER_GPU,
       BLOCK_BYTES=BLOCK_BYTES, BLOCKS_EXACT=NUM_BLOCKS.args[0], KV_TOKENS=KV_TOKENS,
-      CONCURRENCY_AT=MAX_CONCURRENCY.subs(sp.ceiling(T_req / blk), sp.Symbol("B_req")), UNUSED_BYTES=UNUSED_BYTES,
+      UNUSED_BYTES=UNUSED_BYTES,
       VLLM_KV_NAMES=dict(_VLLM_KV_NAMES), SERVING_DRIVER_KEY=DRIVER_KEY, SERVING_UNUSED_KEY=UNUSED_KEY)
+share_lazy(CONCURRENCY_AT=lambda: MAX_CONCURRENCY.subs(sp.ceiling(T_req / blk), sp.Symbol("B_req")))
 
 
 @portable

@@ -249,7 +249,7 @@ def _layer_costs(spec: ModelSpec, plan: ParallelPlan, seq: int, convention: str,
     """Per-layer model-state bytes (one rank) and per-layer activation bytes of one micro-batch (megatron)."""
     b_o = Fraction(optimizer_state_bytes(spec, optimizer), spec.weight_params)
     cb = PL._conv_bytes(convention, precision, plan.zero)
-    return layer_costs(PL.model_view(spec), PL.Fields(plan), seq, cb, b_o, PL._moe_flags(spec, moe_layers))
+    return layer_costs(spec.view(), PL.Fields(plan), seq, cb, b_o, PL._moe_flags(spec, moe_layers))
 
 
 @portable
@@ -626,7 +626,7 @@ def _grid_params(spec: ModelSpec, g: _Grid) -> dict:
     """Parameters per rank of the first and the last stage (dense and expert parts), even split of the layers."""
     import numpy as np
 
-    n, k = spec.n_layers, float(PL._scale(spec))
+    n, k = spec.n_layers, float(model_scale(spec.view()))
     L0 = np.ceil(n / g.Pp)                       # layers of the first stage (even split)
     Ll = np.floor(n / g.Pp)                      # of the last stage
     Ll = np.where(g.Pp == 1, L0, Ll)

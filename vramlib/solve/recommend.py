@@ -180,9 +180,17 @@ def row_notes(card, precision, attention):
 
 def _plan_for(count: int, zero: int, plan_fields: dict) -> tuple[ParallelPlan, str]:
     offload = plan_fields.get("offload_optimizer", "none") != "none" or plan_fields.get("offload_params", "none") != "none"
+    layout = count_layout(count, zero, offload)
+    return ParallelPlan(dp=layout[0], zero=layout[1], **plan_fields), layout[2]
+
+
+@portable
+def count_layout(count, zero, offload):
+    """[dp, ZeRO stage, buckets] of one GPU count: one card is plain training (ZeRO 0, no communication buckets)
+    unless something is offloaded; several are data parallel at ``zero`` with the automatic buckets."""
     if count == 1 and not offload:
-        return ParallelPlan(dp=1, zero=0, **plan_fields), "none"
-    return ParallelPlan(dp=count, zero=zero, **plan_fields), "auto"
+        return [1, 0, "none"]
+    return [count, zero, "auto"]
 
 
 _ROW_FLAGS = ("fewest_only", "include_unfit", "require_features")

@@ -162,7 +162,6 @@ def catalogue_json() -> dict[str, Any]:
     from ..catalog.hardware import GPUS
     from ..core import palette as viz
     from ..core.errors import VramlibError
-    from ..core.units import parse_memory
     from ..memory import activations, inference, training
 
     precs = {}
@@ -187,19 +186,14 @@ def catalogue_json() -> dict[str, Any]:
         "optimizers": to_json(training.OPTIMIZERS),
         "conventions": to_json(training.CONVENTIONS),
         "constants": {
-            "DEFAULT_RESERVE": inference.DEFAULT_RESERVE,
-            "DEFAULT_RESERVE_BYTES": parse_memory(inference.DEFAULT_RESERVE),
             "ATTENTION": list(inference.ATTENTION), "RECOMPUTE": list(activations.RECOMPUTE),
             "ACTIVATION_STYLES": list(activations.ACTIVATION_STYLES), "METHODS": list(training.METHODS),
-            "LORA_TARGETS": list(training.LORA_TARGETS), "TRAINING_PRECISIONS": list(training.TRAINING_PRECISIONS), "FP32_BYTES": precision.FP32_BYTES, "MLP_MODULES": list(models.MLP_MODULES),
-            "WEIGHT_KINDS": list(precision.WEIGHT_KINDS), "HF_FAMILIES": list(activations.HF_FAMILIES),
+            "LORA_TARGETS": list(training.LORA_TARGETS), "TRAINING_PRECISIONS": list(training.TRAINING_PRECISIONS),
+            "FP32_BYTES": precision.FP32_BYTES,
         },
-        "serving": _module_constants("serving", (
-            "SAMPLER_BYTES_PER_LOGIT", "DRIVER_RESERVED", "CUDA_CONTEXT", "NCCL_MEMORY", "NON_TORCH_MEMORY",
-            "CUDA_GRAPH_MEMORY", "GRAPH_ACCOUNTING", "DRIVER_KEY", "UNUSED_KEY", "_VLLM_KV_NAMES")),
+        "serving": _module_constants("serving", ("GRAPH_ACCOUNTING", "UNUSED_KEY")),
         "parallel": {**_module_constants("parallel", (
-            "ZERO_STAGE_FLAGS", "ZERO_STAGES", "BUCKETS", "OFFLOAD", "SCHEDULES", "GATHER_BYTES_PER_PARAM", "DEEPSPEED_REDUCE_BUCKET",
-            "DEEPSPEED_ALLGATHER_BUCKET", "DEEPSPEED_PREFETCH_BUCKET")), "CONV_BYTES": conv_bytes_table()},
+            "ZERO_STAGES", "BUCKETS", "OFFLOAD", "SCHEDULES", "GATHER_BYTES_PER_PARAM")), "CONV_BYTES": conv_bytes_table()},
         "planning": {"BALANCE": _fraction_defaults("planning.balance_verdict", ("peak_share", "good_spread", "ok_spread"))},
         "units": _module_constants("units", ("GB", "GiB", "MB", "MiB", "_UNITS")),
         "viz": {"PALETTE": to_json(viz.PALETTE),   # COMPONENT_COLOURS as pairs: the first match wins, keep the order

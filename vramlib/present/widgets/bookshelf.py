@@ -5,14 +5,15 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ...memory.breakdown import Breakdown
-from ...core.portable import escape, portable, shared
+from ...core.portable import escape, fmt_fixed, portable, raise_problem, shared
+from ...catalog.precision import precision_view
 from ...explain.bookshelf import Shelf, shelf_layout, shelf_svg, shelf_verdict, shelf_words
-from ...core.errors import InvalidValueError, VramlibError, check_choice
+from ...core.errors import VramlibError, check_choice
 from ...catalog.hardware import GPUS, get_gpu
 from ...memory.inference import inference_memory
 from ...catalog.models import get_model, model_names
 from ...catalog.precision import get_precision, precision_names
-from ...memory.training import TRAINING_PRECISIONS, training_memory
+from ...memory.training import training_memory
 from .base import bounded_int, range_problem, render, with_static_view
 
 TASKS = ("inference", "training", "both")
@@ -45,18 +46,37 @@ def bookshelf_compute(model, n_heads: int, n_kv_heads: int, weights: str, tokens
     prec = get_precision(weights, field="precision")
     out = []
     if task in ("inference", "both"):
-        kv = prec.name if prec.is_float and prec.name != "tf32" else "fp16"
+        kv = bookshelf_kv_format(precision_view(prec))
         bd = inference_memory(m, prec.name, kv, tokens, batch, "sdpa", prefill_chunk=prefill_chunk)
-        out.append((f"Using the model: {batch} x {tokens:,} tokens of conversation", shelf_layout(bd, card, prec.name,
-                                                                                                  volumes)))
+        out.append((bookshelf_caption("inference", batch, tokens), shelf_layout(bd, card, prec.name, volumes)))
     if task in ("training", "both"):
-        if prec.name not in TRAINING_PRECISIONS:
-            raise InvalidValueError("precision", prec.name, "teaching (training) needs bf16, fp16 or fp32 books; "
-                                    "compact 8- and 4-bit books are for inference (task 'inference')")
+        raise_problem(bookshelf_training_problem(prec.name))
         bd = training_memory(m, "full", seq=tokens, micro_batch=batch, precision=prec.name)
-        out.append((f"Teaching the model: {batch} x {tokens:,}-token sequences", shelf_layout(bd, card, prec.name,
-                                                                                             volumes)))
+        out.append((bookshelf_caption("training", batch, tokens), shelf_layout(bd, card, prec.name, volumes)))
     return out
+
+
+@portable
+def bookshelf_kv_format(p):
+    """The notes' format: the books' own when it is a 16- or 32-bit float (not tf32), else fp16."""
+    return p["name"] if p["is_float"] and p["name"] != "tf32" else "fp16"
+
+
+@portable
+def bookshelf_caption(task, batch, tokens):
+    """The caption of an inference or a training shelf."""
+    if task == "inference":
+        return "Using the model: " + str(batch) + " x " + fmt_fixed(tokens, 0, True) + " tokens of conversation"
+    return "Teaching the model: " + str(batch) + " x " + fmt_fixed(tokens, 0, True) + "-token sequences"
+
+
+@portable
+def bookshelf_training_problem(name):
+    """None, or why books in ``name`` cannot be taught (full training computes in bf16, fp16 or fp32)."""
+    if name in shared("TRAINING_PRECISIONS"):
+        return None
+    return ["precision", name, "teaching (training) needs bf16, fp16 or fp32 books; compact 8- and 4-bit books are for "
+            "inference (task 'inference')"]
 
 
 def shelf_breakdown(shelf: Shelf) -> Breakdown:

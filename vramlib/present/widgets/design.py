@@ -30,6 +30,12 @@ def design_spec(base, n_layers: int, hidden: int, n_heads: int, n_kv_heads: int,
 
 
 @portable
+def design_kv_format(weights):
+    """The design panel's KV cache format: fp16 with fp16 weights, bf16 otherwise."""
+    return "fp16" if weights == "fp16" else "bf16"
+
+
+@portable
 def design_fields(hidden, n_heads, n_kv_heads, ffn, n_layers, n_experts, experts_per_token):
     """The shape fields the design knobs set: the head dimension follows hidden / heads; one expert or none is a dense
     MLP (no routed experts)."""
@@ -44,7 +50,7 @@ def design_compute(base, n_layers: int, hidden: int, n_heads: int, n_kv_heads: i
     """One update of the design panel: the inference breakdown at ``context`` on ``gpu`` and a verdict."""
     spec = design_spec(base, n_layers, hidden, n_heads, n_kv_heads, ffn, n_experts, experts_per_token, equal_params)
     gpu = get_gpu(gpu).key  # the panel's GPU menu: a card name (evaluate_design would read a number as bytes)
-    d = evaluate_design(spec, gpu, context, weights=weights, kv_dtype="bf16" if weights != "fp16" else "fp16",
+    d = evaluate_design(spec, gpu, context, weights=weights, kv_dtype=design_kv_format(weights),
                         train_seq=train_seq, n_gpus=n_gpus)
     m = d.spec
     summary = {"n_layers": m.n_layers, "n_params": m.n_params, "n_active": m.n_active_params, "moe": m.n_experts > 0,

@@ -5,7 +5,7 @@
  * calculators (inference.js, training.js), the catalogue models from the panel's data-fixed
  * (widgets.bookshelf.bookshelf_js_data). */
 (function () {
-  var C = VL.data.constants, PY = VL.py;
+  var PY = VL.py;
   var has = function (o, k) { return Object.prototype.hasOwnProperty.call(o, k); };
   var DF = VL.data.defaults["widgets.bookshelf.bookshelf_compute"];
 
@@ -23,11 +23,7 @@
     if (nHeads === m.spec.n_heads) {
       if (nKvHeads === m.spec.n_kv_heads) { return m; }
       VL.checkPositiveInt("n_kv_heads", nKvHeads);
-      if (m.spec.n_heads % nKvHeads) {
-        var ds = [];
-        for (var k = 1; k <= m.spec.n_heads; k++) { if (m.spec.n_heads % k === 0) { ds.push(k); } }
-        throw VL.invalid("n_kv_heads", nKvHeads, "must divide n_heads=" + m.spec.n_heads + " (allowed: " + ds.join(", ") + ")");
-      }
+      VL.raiseProblem(PY.heads_problem({ n_heads: m.spec.n_heads, n_kv_heads: nKvHeads }));  /* ModelSpec's rule */
       return Object.assign({}, m, { spec: Object.assign({}, m.spec, { n_kv_heads: nKvHeads }),
         sym: Object.assign({}, m.sym, { n_kv: nKvHeads }), symActive: Object.assign({}, m.symActive, { n_kv: nKvHeads }) });
     }
@@ -45,19 +41,13 @@
     var chunk = a.prefill_chunk === undefined ? DF.prefill_chunk : a.prefill_chunk;
     var volumes = a.volumes === undefined ? DF.volumes : a.volumes, out = [], bd;
     if (task === "inference" || task === "both") {
-      var kv = prec.is_float && prec.name !== "tf32" ? prec.name : "fp16";
-      bd = VL.inferenceMemory(m, prec.name, kv, a.tokens, batch, "sdpa", undefined, null, chunk);
-      out.push(["Using the model: " + batch + " x " + VL.commas(a.tokens) + " tokens of conversation",
-        VL.shelfLayout(bd, card.memory_bytes, prec.name, volumes)]);
+      bd = VL.inferenceMemory(m, prec.name, PY.bookshelf_kv_format(prec), a.tokens, batch, "sdpa", undefined, null, chunk);
+      out.push([PY.bookshelf_caption("inference", batch, a.tokens), VL.shelfLayout(bd, card.memory_bytes, prec.name, volumes)]);
     }
     if (task === "training" || task === "both") {
-      if (C.TRAINING_PRECISIONS.indexOf(prec.name) < 0) {
-        throw VL.invalid("precision", prec.name, "teaching (training) needs bf16, fp16 or fp32 books; compact 8- and " +
-          "4-bit books are for inference (task 'inference')");
-      }
+      VL.raiseProblem(PY.bookshelf_training_problem(prec.name));
       bd = VL.trainingMemory(m, { method: "full", seq: a.tokens, micro_batch: batch, precision: prec.name });
-      out.push(["Teaching the model: " + batch + " x " + VL.commas(a.tokens) + "-token sequences",
-        VL.shelfLayout(bd, card.memory_bytes, prec.name, volumes)]);
+      out.push([PY.bookshelf_caption("training", batch, a.tokens), VL.shelfLayout(bd, card.memory_bytes, prec.name, volumes)]);
     }
     var first = out[0][1];
     var result = [shelfBreakdown(first), first.capacity_bytes, ""];

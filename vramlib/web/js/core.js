@@ -23,23 +23,6 @@ VL.fn = function (label, args, f) {
 VL.unavailable = function (label) {
   return function () { throw new Error(label + ": sympy could not print it to JavaScript"); };
 };
-/* formulas.to_int_bytes: round an exact byte count up (float noise within 1e-12 relative is an integer: far above a
- * double's rounding, far below a fraction of a byte of a 10^11-byte value) */
-VL.toIntBytes = function (x) {
-  var r = Math.round(x);
-  if (Math.abs(x - r) <= 1e-12 * Math.max(1, Math.abs(x))) { return r; }
-  return Math.ceil(x);
-};
-VL.int = function (x) { /* Python int(): truncate, but an exact integer stays itself */
-  var r = Math.round(x);
-  if (Math.abs(x - r) <= 1e-12 * Math.max(1, Math.abs(x))) { return r; }
-  return Math.trunc(x);
-};
-VL.floor = function (x) {
-  var r = Math.round(x);
-  if (Math.abs(x - r) <= 1e-12 * Math.max(1, Math.abs(x))) { return r; }
-  return Math.floor(x);
-};
 VL.sum = function (xs) { var s = 0; for (var i = 0; i < xs.length; i++) { s += xs[i]; } return s; };
 
 /* ---- exact rationals (BigInt numerator / denominator): the browser side of vramlib.core.portable's q_* runtime and of
@@ -61,11 +44,6 @@ Q.from = function (x) {  /* Fraction(x): a Q stays itself, a double is read exac
   var d = 1n;
   while (!Number.isInteger(x)) { x *= 2; d *= 2n; }
   return Q(BigInt(x), d);
-};
-Q.of = function (x, D) {  /* a generated float value known to be an integer / D */
-  var y = Math.round(x * D);
-  if (!Number.isSafeInteger(y)) { throw new Error("exact value out of range: " + x); }
-  return Q(y, D);
 };
 Q.add = function (a, b) { return Q(a.n * b.d + b.n * a.d, a.d * b.d); };
 Q.sub = function (a, b) { return Q(a.n * b.d - b.n * a.d, a.d * b.d); };
@@ -303,11 +281,6 @@ VL.model = function (j) {
     symActive: Object.assign({}, j.symbols_active), linear_modules: j.linear_modules.slice(),
     hf: j.hf };
 };
-function divisors(n) {
-  var out = [];
-  for (var k = 1; k <= n; k++) { if (n % k === 0) { out.push(k); } }
-  return out.join(", ");
-}
 function divisorsNear(n, k) {
   var ds = [];
   for (var x = 1; x <= Math.min(n, 1024); x++) { if (n % x === 0) { ds.push(x); } }
@@ -321,17 +294,14 @@ VL.withHeads = function (m, nHeads, nKvHeads) {
   if (s.hidden % nHeads) {
     throw VL.invalid("n_heads", nHeads, "must divide hidden=" + s.hidden + " (e.g. " + divisorsNear(s.hidden, nHeads) + ")");
   }
-  if (nHeads % nKvHeads) {
-    throw VL.invalid("n_kv_heads", nKvHeads, "must divide n_heads=" + nHeads + " (allowed: " + divisors(nHeads) + ")");
-  }
+  VL.raiseProblem(VL.py.heads_problem({ n_heads: nHeads, n_kv_heads: nKvHeads }));  /* ModelSpec's rule */
   var spec = Object.assign({}, s, { n_heads: nHeads, n_kv_heads: nKvHeads, head_dim: Math.floor(s.hidden / nHeads) });
   var heads = { n_h: nHeads, n_kv: nKvHeads, d_head: spec.head_dim };
   return Object.assign({}, m, { spec: spec, sym: Object.assign({}, m.sym, heads),
     symActive: Object.assign({}, m.symActive, heads) });
 };
-VL.gqa = function (m) { return Math.floor(m.spec.n_heads / m.spec.n_kv_heads); };
 VL.nParams = function (m) { return VL.Q.ceil(VL.portable.ev("N_PARAMS", null, m.sym)); };  /* ModelSpec.n_params, exact */
-VL.weightParams = function (m) { return m.spec.nominal_params !== null ? m.spec.nominal_params : VL.nParams(m); };
+VL.weightParams = function (m) { return VL.py.weight_params_of(m.spec, VL.nParams(m)); };  /* ModelSpec.weight_params */
 VL.paramGroups = function (m) { return VL.py.param_groups_of(m); };  /* ModelSpec.param_groups */
 VL.groupsDict = function (pairs) {
   var d = {};

@@ -3,7 +3,7 @@
  * (min_gpus, max_batch). The rules are @portable Python compiled for the page (VL.py: symbols_of, heads_problem,
  * experts_problem, hf_indicators_of, fewest_gpus, max_batch_kv_only, design_fields, equal_layers, design_verdict). */
 (function () {
-  var D = VL.data, C = VL.data.constants, PY = VL.py;
+  var PY = VL.py;
   if (!PY.design_fields) { return; }
 
   /* ModelSpec.symbols (models.symbols_of) */
@@ -78,16 +78,18 @@
 
   /* design.evaluate_design (the panel's defaults: bf16 AdamW training, no recompute, 0.5 GB reserve, chunks of 2048) */
   VL.evaluateDesign = function (m, gpu, context, o) {
+    var df = VL.data.defaults["design.evaluate_design"];  /* its training settings, reserve and chunk */
     var cap = VL.budget(gpu);
     context = VL.checkPositiveInt("context", context);
-    var nGpus = VL.checkPositiveInt("n_gpus", o.n_gpus), res = VL.parseMemory(C.DEFAULT_RESERVE, "reserve");
-    var chunk = VL.data.defaults["design.evaluate_design"].prefill_chunk, trainSeq = o.train_seq;
+    var nGpus = VL.checkPositiveInt("n_gpus", o.n_gpus), res = VL.parseMemory(df.reserve, "reserve");
+    var chunk = df.prefill_chunk, trainSeq = o.train_seq;
     var inf = VL.inferenceMemory(m, o.weights, o.kv_dtype, context, 1, "sdpa", res, null, chunk);
-    var train = VL.trainingMemory(m, { method: "full", seq: trainSeq, micro_batch: 1, precision: "bf16",
-      optimizer: "adamw", convention: "mixed-fp32-master", recompute: "none", reserve: res });
+    var train = VL.trainingMemory(m, { method: "full", seq: trainSeq, micro_batch: 1, precision: df.train_precision,
+      optimizer: df.optimizer, convention: df.convention, recompute: df.recompute, reserve: res });
     var act = train.get("activations"), states = train.total - act - res;
     var trains = function (b) {
-      var own = VL.activationBytes(m, { seq: trainSeq, batch: b, dtype: "bf16", recompute: "none", scope: "model" });
+      var own = VL.activationBytes(m, { seq: trainSeq, batch: b, dtype: df.train_precision, recompute: df.recompute,
+        scope: "model" });
       var need = VL.minGpus(states, cap, own + res);
       return need > 0 && need <= nGpus;
     };
@@ -103,7 +105,7 @@
     var m = VL.designSpec(VL.model(a.base), a);
     var df = VL.data.defaults["widgets.design.design_compute"];
     var trainSeq = a.train_seq === undefined ? df.train_seq : a.train_seq, nGpus = a.n_gpus === undefined ? df.n_gpus : a.n_gpus;
-    var d = VL.evaluateDesign(m, a.gpu, a.context, { weights: a.weights, kv_dtype: a.weights !== "fp16" ? "bf16" : "fp16",
+    var d = VL.evaluateDesign(m, a.gpu, a.context, { weights: a.weights, kv_dtype: PY.design_kv_format(a.weights),
       train_seq: trainSeq, n_gpus: nGpus });
     var s = m.spec, sym = { sym: m.symActive };
     var verdict = PY.design_verdict({ n_layers: s.n_layers, n_params: VL.nParams(m), n_active: VL.nParams(sym),

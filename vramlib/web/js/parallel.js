@@ -8,12 +8,6 @@
   var F = VL.formulas, D = VL.data, C = VL.data.constants, DP = VL.data.parallel, DF = VL.data.defaults, PY = VL.py;
   var Q = VL.Q;
 
-  /* sharding.largest_module_params */
-  VL.largestModuleParams = function (m, tp, ep, stage) {
-    stage = VL.checkChoice("stage", stage === undefined ? "all" : stage, ["all", "first", "middle", "last", "single"]);
-    return Q.num(PY.largest_module(m, tp === undefined ? 1 : tp, ep === undefined ? 1 : ep, stage));
-  };
-
   /* ---- the plan (parallel.ParallelPlan) ---- */
   VL.parallelPlan = function (o) {
     var plan = Object.assign({}, DF["parallel.ParallelPlan"], o);
@@ -33,8 +27,6 @@
     plan.global_batch = plan.micro_batch * plan.n_micro * plan.dp;
     return plan;
   };
-
-  VL.planLabel = function (plan) { return PY.plan_label(plan); };  /* ParallelPlan.label */
 
   VL.checkLayout = function (m, plan) { VL.raiseProblem(PY.layout_problem(m, plan)); };  /* parallel.check_layout */
   VL.evenSplit = function (n, pp) { return PY.even_layers(n, pp); };

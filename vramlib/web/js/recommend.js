@@ -32,10 +32,10 @@
     VL.getPrecision(training.precision === undefined ? DF.precision : training.precision, "precision");
     VL.checkChoice("attention", training.attention === undefined ? DF.attention : training.attention, C.ATTENTION);
     var perCount = {};
-    counts.forEach(function (c) {
-      var plan = VL.parallelPlan(Object.assign({ dp: c, zero: c === 1 ? 0 : ZERO }, planFields));
-      perCount[c] = VL.planMemory(m, plan, seq, Object.assign({}, training, { method: method,
-        buckets: c === 1 ? "none" : "auto" }));
+    counts.forEach(function (c) {  /* recommend._plan_for (recommend.count_layout); the panel offloads nothing */
+      var layout = PY.count_layout(c, ZERO, false);
+      var plan = VL.parallelPlan(Object.assign({ dp: layout[0], zero: layout[1] }, planFields));
+      perCount[c] = VL.planMemory(m, plan, seq, Object.assign({}, training, { method: method, buckets: layout[2] }));
     });
     var out = [];
     cards.forEach(function (g) {

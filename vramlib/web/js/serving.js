@@ -71,8 +71,6 @@
     return c;
   };
 
-  VL.servingVerdict = function (c) { return PY.serving_verdict(c); };  /* ServingCapacity.verdict */
-
   /* widgets.serving.serving_compute */
   VL.register("serving", function (a) {
     var m = VL.withHeads(VL.model(a.model), a.n_heads, a.n_kv_heads);
