@@ -122,9 +122,11 @@ def test_quantization_config_maps_to_the_precision_catalogue(qc, expected):
 
 
 @pytest.mark.parametrize("qc,names", [
-    ({"quant_method": "mxfp4"}, ["quantization_config.quant_method", "mxfp4", "supported"]),
+    ({"quant_method": "mxfp4", "modules_to_not_convert": ["mlp"]}, ["quantization_config.modules_to_not_convert"]),
+    ({"quant_method": "mxfp8"}, ["quantization_config.quant_method", "supported"]),
     ({"quant_method": "compressed-tensors", "config_groups": {}}, ["quantization_config.quant_method", "supported"]),
-    ({"quant_method": "fp8", "weight_block_size": [128, 128]}, ["quantization_config.quant_method", "fp8"]),
+    ({"quant_method": "fp8", "weight_block_size": [64, 64]}, ["quantization_config.weight_block_size", "128"]),
+    ({"quant_method": "fp8", "fmt": "e5m2"}, ["quantization_config.fmt"]),
     ({"quant_method": "fbgemm_fp8"}, ["quantization_config.quant_method"]),
     ({"quant_method": "hqq"}, ["quantization_config.quant_method", "supported"]),
     ({"quant_method": "eetq"}, ["quantization_config.quant_method"]),
@@ -172,12 +174,27 @@ def test_null_quantization_config_is_none_and_compression_config_is_refused():
     one_line_error(dict(LLAMA2, compression_config={"quant_method": "compressed-tensors"}), "compression_config")
 
 
-def test_catalogue_ships_unquantized_and_keeps_its_numbers():
+SHIPPED_QUANTIZED = {"gpt-oss-20b": "mxfp4-moe", "gpt-oss-120b": "mxfp4-moe", "deepseek-v3": "fp8-block128"}
+
+
+def test_catalogue_prices_checkpoints_as_they_ship():
     for key in CATALOGUE_KEYS:
-        assert "quantization_config" not in cfg(key), key
         m = get_model(key)
-        assert m.checkpoint_format is None and m.default_weights == "fp16"
+        assert ("quantization_config" in cfg(key)) == (key in SHIPPED_QUANTIZED), key
+        assert m.checkpoint_format == SHIPPED_QUANTIZED.get(key), key
+        assert m.default_weights == SHIPPED_QUANTIZED.get(key, "fp16")
     assert get_model("source-13b").default_weights == "fp16"
+
+
+@pytest.mark.parametrize("qc,expected", [
+    ({"quant_method": "mxfp4"}, "mxfp4"),
+    ({"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "lm_head"]}, "mxfp4-moe"),
+    ({"quant_method": "fp8"}, "fp8-block128"),  # FineGrainedFP8Config: (128, 128) blocks by default
+    ({"quant_method": "fp8", "weight_block_size": [128, 128], "fmt": "e4m3", "activation_scheme": "dynamic"},
+     "fp8-block128"),
+])
+def test_block_scaled_float_checkpoints(qc, expected):
+    assert read(dict(LLAMA2, quantization_config=qc)).checkpoint_format == expected
 
 
 @pytest.mark.parametrize("config,keys", [
@@ -227,15 +244,19 @@ def test_null_size_is_missing():
     one_line_error({k: v for k, v in GPT2.items() if k != "n_positions"}, "n_positions", "missing")
 
 
-def test_qwen2_moe_never_becomes_dense_silently():
-    msg = one_line_error(QWEN2_MOE, "qwen2_moe: shared experts are not modelled yet")
-    assert "contradictory" not in msg
+def test_qwen2_moe_counts_its_shared_expert():
+    m = read(QWEN2_MOE)
+    assert m.n_params == 14_315_784_192  # transformers 5.24, Qwen2MoeForCausalLM on the meta device
+    assert m.n_active_params == 2_689_173_504  # routed experts x 4 / 60 (transformers), the shared expert whole
+    assert m.n_shared_experts == 1 and m.shared_ffn == 5632 and m.shared_expert_gate
     for key in ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"):
         one_line_error({k: v for k, v in QWEN2_MOE.items() if k != key}, key, "missing")
     # with no sparse layer every layer is a Qwen2MoeMLP of intermediate_size: dense, counted exactly
     dense = read(dict(QWEN2_MOE, num_experts=0))
     assert not dense.is_moe and dense.ffn == 5632 and dense.qkv_bias and not dense.attn_out_bias
     assert read(dict(QWEN2_MOE, mlp_only_layers=list(range(24)))).n_params == dense.n_params
+    half = read(dict(QWEN2_MOE, decoder_sparse_step=2))
+    assert half.mlp_types == ("dense", "moe") * 12 and dense.n_params < half.n_params < m.n_params
     one_line_error(dict(QWEN2_MOE, mlp_only_layers="all"), "mlp_only_layers")
     one_line_error(dict(QWEN2_MOE, decoder_sparse_step=0), "decoder_sparse_step")
 
@@ -252,11 +273,13 @@ def test_mixtral_expert_counts():
 
 
 def test_unmodelled_architectures_are_refused():
-    one_line_error(dict(LLAMA2, model_type="qwen3", head_dim=128), "qwen3", "q_norm")
+    for mt in ("jamba", "falcon_h1", "nemotron_h"):
+        one_line_error(dict(LLAMA2, model_type=mt), "model_type", kind=vl.UnknownNameError)
     one_line_error(dict(FALCON, alibi=True), "alibi")
     one_line_error(dict(GPT2, add_cross_attention=True), "add_cross_attention")
     one_line_error(dict(FALCON, num_ln_in_parallel_attn=3), "num_ln_in_parallel_attn")
-    one_line_error(dict(LLAMA2, model_type="qwen3_moe"), "model_type", "did you mean", kind=vl.UnknownNameError)
+    one_line_error(dict(LLAMA2, model_type="qwen3_moee"), "model_type", "did you mean", kind=vl.UnknownNameError)
+    one_line_error(dict(LLAMA2, sliding_window=4096), "sliding_window", "no sliding window")
 
 
 # --- config files --------------------------------------------------------------------------------------------
@@ -335,7 +358,7 @@ def test_sweep_bad_sizes(model, key, value):
     one_line_error(dict(cfg(model), **{key: value}), key)
 
 
-@pytest.mark.parametrize("model_type", [None, 3, ["llama"], {"a": 1}, "", "lama", "Llama", "llama4", "mamba"])
+@pytest.mark.parametrize("model_type", [None, 3, ["llama"], {"a": 1}, "", "lama", "Llama", "llama5", "mamba"])
 def test_bad_model_type(model_type):
     one_line_error(dict(LLAMA2, model_type=model_type), "model_type")
 
@@ -438,15 +461,24 @@ def test_with_group_size_bad(g):
 
 # --- properties ---------------------------------------------------------------------------------------------
 # What a missing key means, as transformers 5.24 derives it (the only silent fallbacks allowed): field -> value.
-_FAMILY_TIED = {"gemma": True, "gemma2": True, "falcon": True, "gpt2": True}
+_FAMILY_TIED = {"gemma": True, "gemma2": True, "falcon": True, "gpt2": True, "gemma3_text": True, "cohere": True,
+                "cohere2": True}
 
 
 def _documented_default(model_type: str, key: str, spec: vl.ModelSpec) -> dict | None:
     fam = "falcon" if model_type.startswith("Refined") else model_type
-    if key == "num_key_value_heads" and fam in ("llama", "yi", "phi3"):
+    if key == "num_key_value_heads" and fam in ("llama", "yi", "phi3", "olmo2", "cohere", "cohere2", "granite",
+                                                "granitemoe", "deepseek_v2"):
         return {"n_kv_heads": spec.n_heads}
-    if key == "head_dim" and fam in ("llama", "yi", "mistral", "mixtral", "qwen2", "phi3"):
+    if key == "head_dim" and fam in ("llama", "yi", "mistral", "mixtral", "qwen2", "phi3", "olmo2", "granite",
+                                     "granitemoe", "phimoe", "qwen2_moe", "qwen3_moe", "bamba"):
         return {"head_dim": spec.hidden // spec.n_heads}
+    if key == "attn_layer_indices" and fam == "bamba":  # BambaConfig: none given, every layer a Mamba layer
+        return {"layer_types": ("mamba",)}
+    if key == "quantization_config":  # no quantization config: an unquantized checkpoint
+        return {"checkpoint_format": None}
+    if key == "sliding_window" and fam in ("phi3", "mixtral", "phimoe"):  # their config classes: None, no window
+        return {"sliding_window": 0, "layer_types": ()}
     if key == "tie_word_embeddings":
         return {"tied_embeddings": _FAMILY_TIED.get(fam, False)}
     if key in ("attention_bias", "mlp_bias") and fam in ("llama", "yi", "gemma", "gemma2"):
@@ -485,6 +517,9 @@ def test_removed_keys_are_refused_or_documented_defaults(key, data):
     assert spec.n_params == expected.n_params
 
 
+_ZERO_IS_A_SIZE = {"first_k_dense_replace", "n_shared_experts", "max_window_layers", "num_experts"}
+"""Counts where 0 builds a different, valid model (no dense prefix, no shared expert, every layer windowed, a dense
+Qwen-MoE)."""
 _JUNK = st.one_of(st.text(max_size=5), st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 0),
                   st.integers(2**31, 2**70), st.none(), st.booleans(), st.lists(st.integers(), max_size=2),
                   st.dictionaries(st.text(max_size=2), st.integers(), max_size=1))
@@ -498,6 +533,7 @@ def test_junk_values_are_refused_naming_the_key_or_change_nothing(key, data):
     k = data.draw(st.sampled_from(sorted(full_cfg)))
     value = data.draw(_JUNK)
     assume(not (isinstance(value, bool) and isinstance(full_cfg[k], bool)))  # a flipped flag is not junk
+    assume(not (value == 0 and k in _ZERO_IS_A_SIZE))  # 0 is a real value there, not junk
     bad = dict(full_cfg, **{k: value})
     try:
         spec = read(bad)
@@ -525,7 +561,8 @@ def test_random_quantization_configs_map_or_refuse(data):
     except vl.VramlibError as e:
         assert "\n" not in str(e) and "quantization_config" in str(e), str(e)
         return
-    assert m.checkpoint_format in {"nf4", "nf4-dq"} or m.checkpoint_format.startswith(("gptq-", "awq-"))
+    assert m.checkpoint_format in {"nf4", "nf4-dq", "mxfp4", "mxfp4-moe", "fp8-block128"} or \
+        m.checkpoint_format.startswith(("gptq-", "awq-"))
     assert vl.get_precision(m.checkpoint_format).name == m.checkpoint_format
     assert vl.weights_bytes(m, m.default_weights) < vl.weights_bytes(m, "fp16")
 

@@ -25,7 +25,7 @@ def test_exact_drops_the_nominal_size():
 def test_layers_expression_inverts_the_parameter_count():
     expr = D.LAYERS_AT_EQUAL_PARAMS
     assert S.L not in expr.free_symbols
-    assert sp.simplify(F.N_PARAMS.subs(S.L, expr) - S.N) == 0
+    assert sp.simplify(F.N_PARAMS_UNIFORM.subs(S.L, expr) - S.N) == 0
 
 
 @pytest.mark.parametrize("name", ["source-13b", "llama-2-7b", "qwen2.5-14b", "mixtral-8x7b", "gemma-2-9b"])

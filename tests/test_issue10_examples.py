@@ -66,7 +66,7 @@ def test_a_4bit_checkpoint_is_not_priced_in_fp16_silently():
     m = vl.ModelSpec.from_hf_config(config("llama-2-7b", quantization_config=q))
     assert m.checkpoint_format == m.default_weights == "gptq-4bit-g128"
     assert vl.weights_bytes(m, m.default_weights) < vl.weights_bytes(m, "fp16") / 3
-    one_line(lambda: vl.ModelSpec.from_hf_config(config("llama-2-7b", quantization_config={"quant_method": "mxfp4"})),
+    one_line(lambda: vl.ModelSpec.from_hf_config(config("llama-2-7b", quantization_config={"quant_method": "hqq"})),
              "quant_method")
 
 
@@ -83,7 +83,8 @@ def test_moe_config_missing_a_key_is_not_a_dense_model():
                 "num_key_value_heads": 16, "intermediate_size": 5632, "moe_intermediate_size": 1408,
                 "shared_expert_intermediate_size": 5632, "num_experts_per_tok": 4, "vocab_size": 151936}
     one_line(lambda: vl.ModelSpec.from_hf_config(qwen_moe), "num_experts")
-    one_line(lambda: vl.ModelSpec.from_hf_config({**qwen_moe, "num_experts": 60}), "shared experts")
+    # with its expert count it is Qwen1.5-MoE-A2.7B, shared expert and gate counted (transformers 5.24, meta device)
+    assert vl.ModelSpec.from_hf_config({**qwen_moe, "num_experts": 60}).n_params == 14_315_784_192
     mixtral = config("mixtral-8x7b")
     del mixtral["num_local_experts"]
     one_line(lambda: vl.ModelSpec.from_hf_config(mixtral), "num_local_experts")
@@ -188,6 +189,8 @@ def test_max_tokens_fits_and_one_more_does_not(model, gib, batch, attention):
         if attention else vl.weights_bytes(m, "int4") + vl.kv_cache_bytes(m, n, batch) + vl.parse_memory("0.5GB")  # noqa: E731
     if t:
         assert total(t) <= cap
+    if attention is None and t == m.max_context and total(2**40) <= cap:
+        return  # every layer keeps a window: the cache stops growing and the model's context is the limit
     assert total(t + 1) > cap
 
 
@@ -204,6 +207,8 @@ def test_max_tokens_tp_is_exact_per_gpu_and_keeps_whole_heads(model, tp, gb):
     per_gpu = lambda n: R.inference_memory_tp(m, tp, tokens=n, attention=None).total  # noqa: E731
     if t:
         assert per_gpu(t) <= gb * 10**9
+    if t == m.max_context and per_gpu(2**40) <= gb * 10**9:
+        return  # every layer keeps a window: the cache stops growing, the model's context is the limit
     assert per_gpu(t + 1) > gb * 10**9
     assert t == R.max_context(m, f"{tp}x{gb}GB", attention=None)
 

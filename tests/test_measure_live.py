@@ -59,7 +59,7 @@ def test_kv_sliding_window_live(kv):
     name, mt, kw = kv.TINY_SLIDING[1]
     stored = _stored("kv_cache")
     rows = kv.measure_tiny_sliding(name, mt, kw)
-    assert rows[0]["storage_bytes"] == rows[0]["predicted"] > rows[0]["bytes"] == rows[0]["predicted_windowed"]
+    assert rows[0]["storage_bytes"] == rows[0]["predicted_every_token"] > rows[0]["bytes"] == rows[0]["predicted"]
     assert all(stored[r["id"]]["bytes"] == r["bytes"] for r in rows)
 
 

@@ -219,7 +219,7 @@ def test_plan_memory_deepspeed_convention_is_the_estimator(stage, off, offp):
 # --- tensor, pipeline, expert parallel: parameters ------------------------------------------------------
 def test_stage_params_expression_reduces_to_n_params():
     e = P.STAGE_PARAMS.subs({P.t: 1, P.N_e: 1, P.z_first: 1, P.z_last: 1, P.z_one: 1, P.L_i: vl.symbols.L})
-    assert sp.simplify(e - vl.formulas.N_PARAMS) == 0
+    assert sp.simplify(e - vl.formulas.N_PARAMS_UNIFORM) == 0  # the one uniform layer kind plans model
 
 
 def test_tensor_parallel_split_of_parameters():

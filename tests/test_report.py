@@ -74,10 +74,14 @@ def test_tp_replicates_kv_heads_beyond_their_count():
 
 
 @pytest.mark.parametrize("model,gpu,n", [("llama-3.1-70b", "h100-sxm-80gb", 4), ("llama-2-70b", "a100-80gb", 2),
-                                         ("mistral-7b", "rtx-4090", 2), ("source-13b", "24GB", 4)])
+                                         ("qwen2.5-7b", "rtx-4090", 2), ("source-13b", "24GB", 4)])
 def test_max_context_tp_kv_only_matches_max_tokens_tp(model, gpu, n):
     got = R.max_context(model, f"{n}x{gpu}", attention=None)
     assert abs(got - vl.max_tokens_tp(model, gpu, n)) <= 1  # per-GPU weights rounded up to a byte
+
+
+def test_max_context_tp_of_a_cache_that_stops_growing_is_the_model_context():
+    assert R.max_context("mistral-7b", "2xrtx-4090", attention=None) == vl.get_model("mistral-7b").max_context
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "eager", None])

@@ -1,7 +1,9 @@
 """Same numbers as an earlier commit? Run one fixed battery of public calls (the whole fit map, training, inference,
 longest context, parallel plans, and the error messages) in this tree and in REV, and compare the JSON byte for
 byte. For refactors that must not change a number (issue 11 used it against the pre-layer commit).
-Usage: python tools/compare_results.py [REV]   (default: bench_compare.BASELINE); exit 1 on any difference.
+Usage: python tools/compare_results.py [REV] [--only-models-of REV] [--exclude a,b]   (default: bench_compare.BASELINE);
+exit 1 on any difference. ``--only-models-of``: the battery runs on REV's catalogue only (a tree that added models);
+``--exclude``: models whose numbers are meant to change (issue 12: the sliding-window models).
 """
 from __future__ import annotations
 
@@ -15,9 +17,14 @@ sys.path.insert(0, str(ROOT / "tools"))
 from bench_compare import BASELINE, checkout  # noqa: E402
 
 BATTERY = r'''
-import json, sys, vramlib as vl
+import json, os, sys, vramlib as vl
 out = []
-models = vl.model_names(); gpus = [g.key for g in vl.list_gpus()]; precs = vl.precision_names()
+skip = set(filter(None, os.environ.get("COMPARE_EXCLUDE", "").split(",")))
+only = list(filter(None, os.environ.get("COMPARE_MODELS", "").split(",")))
+models = [m for m in (only or vl.model_names()) if m not in skip]
+gpus = [g.key for g in vl.list_gpus()]; precs = vl.precision_names()
+precs = [p for p in precs if p in set(filter(None, os.environ.get("COMPARE_PRECISIONS", "").split(","))) or
+         not os.environ.get("COMPARE_PRECISIONS")]
 out.append(vl.fit_map(models, gpus, precs))
 for mn in models:
     m = vl.get_model(mn)
@@ -39,7 +46,8 @@ plans = [dict(dp=1, zero=2, convention="deepspeed"), dict(dp=1, zero=3, conventi
          dict(tp=1, pp=2, dp=2, zero=1, n_micro=4, virtual_stages=2), dict(dp=8, ep=8, zero=2),
          dict(dp=2, zero=3, gather_buffer=True, overlap_comm=True, buckets="hf-rule"), dict(dp=2, zero=0, buckets="ddp"),
          dict(tp=2, pp=3, dp=1, zero=0, recompute="full", stage_layers=None, reserve="1GB")]
-for mn in ["llama-2-7b", "llama-2-70b", "mixtral-8x7b", "gpt2", "source-175b", "falcon-7b", "gemma-2-9b", "qwen2.5-7b"]:
+for mn in [m for m in ["llama-2-7b", "llama-2-70b", "mixtral-8x7b", "gpt2", "source-175b", "falcon-7b", "gemma-2-9b",
+                       "qwen2.5-7b"] if m not in skip]:
     m = vl.get_model(mn)
     for kw in plans:
         try:
@@ -64,21 +72,31 @@ print(len(out))
 '''
 
 
-def run(tree: Path, out: Path) -> None:
+def run(tree: Path, out: Path, env: dict) -> None:
     r = subprocess.run([sys.executable, "-c", BATTERY, str(out)], cwd=tree, capture_output=True, text=True,
-                       env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"})
+                       env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", **env})
     if r.returncode:
         raise SystemExit(f"battery failed in {tree}: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
 
 
-def main(rev: str = BASELINE) -> int:
+def _listing(tree: Path, what: str) -> str:
+    r = subprocess.run([sys.executable, "-c", f"import vramlib as vl; print(','.join(vl.{what}()))"], cwd=tree,
+                       capture_output=True, text=True, env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"})
+    return r.stdout.strip()
+
+
+def main(rev: str = BASELINE, *opts: str) -> int:
+    env = {"COMPARE_EXCLUDE": opts[opts.index("--exclude") + 1] if "--exclude" in opts else ""}
     with tempfile.TemporaryDirectory() as tmp, checkout(rev) as old:
-        run(old, Path(tmp) / "old.json")
-        run(ROOT, Path(tmp) / "new.json")
+        if "--only-models-of" in opts:  # the older tree's catalogue and formats (this tree may have added some)
+            env["COMPARE_MODELS"], env["COMPARE_PRECISIONS"] = _listing(old, "model_names"), _listing(old,
+                                                                                                  "precision_names")
+        run(old, Path(tmp) / "old.json", env)
+        run(ROOT, Path(tmp) / "new.json", env)
         a, b = (Path(tmp) / "old.json").read_bytes(), (Path(tmp) / "new.json").read_bytes()
     print(f"{len(a):,} bytes of results from {rev}, {len(b):,} from this tree: " + ("identical" if a == b else "DIFFERENT"))
     return 0 if a == b else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:2]))
+    sys.exit(main(*sys.argv[1:]))

@@ -20,7 +20,7 @@ from .core.errors import ConfigError, InvalidValueError, UnknownNameError, Vraml
 __version__ = "0.1.0"
 
 __all__ = [
-    "Breakdown", "CONVENTIONS", "ConfigError", "DeepSpeedEstimate", "Efficiency", "Fit", "GB", "GPU", "GiB",
+    "Breakdown", "CONVENTIONS", "CacheRule", "ConfigError", "DeepSpeedEstimate", "Efficiency", "Fit", "GB", "GPU", "GiB",
     "Hardware", "InvalidValueError", "METHODS", "ModelFamily", "ModelSpec", "OPTIMIZERS", "ParallelPlan",
     "PipelineBalance", "PlanMemory", "PlanSearch", "PlanSpace", "Precision", "Recommendation", "Roofline",
     "ServingCapacity", "ServingConfig", "UnknownNameError", "VramlibError", "Workload", "activation_bytes", "balance_pipeline",

@@ -5,6 +5,7 @@ behind each ``vl.<module>`` attribute."""
 DEFINED_IN = {
     'Breakdown': 'vramlib.memory.breakdown',
     'CONVENTIONS': 'vramlib.memory.training',
+    'CacheRule': 'vramlib.memory.inference',
     'ConfigError': 'vramlib.core.errors',
     'DeepSpeedEstimate': 'vramlib.plans.parallel',
     'Efficiency': 'vramlib.serve.serving',
@@ -121,6 +122,8 @@ MODULES = {
     'feasibility': 'vramlib.solve.feasibility',
     'formulas': 'vramlib.core.formulas',
     'hardware': 'vramlib.catalog.hardware',
+    'hf_config': 'vramlib.catalog.hf_config',
+    'hub': 'vramlib.catalog.hub',
     'inference': 'vramlib.memory.inference',
     'jsdata': 'vramlib.present.jsdata',
     'jsgen': 'vramlib.web.jsgen',

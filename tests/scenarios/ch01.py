@@ -5,7 +5,7 @@ import vramlib as vl
 from vramlib import audit
 
 STEM = "ch01-13b-on-24gb"
-PARAMS = dict(memory="48GB", gpu="rtx-a6000", model="source-33b", real_model="llama-33b", gqa_model="qwen2.5-32b",
+PARAMS = dict(memory="48GB", gpu="rtx-a6000", model="source-33b", real_model="llama-33b", gqa_model="qwen3-32b",
               quant="int8", real_quant="awq-4bit-g128", kv_dtype="fp8-e4m3", reserve="1GB", gqa_kv_heads=4)
 
 

@@ -6,7 +6,8 @@ from vramlib import serving as S
 
 STEM = "ch05-quantized-on-rtx4090"
 PARAMS = dict(memory="48GB", gpu="rtx-a6000", kv_reserve="8GB", real_quant="q5_k_m", low_quant="q4_k_m",
-              model_34b="qwen2.5-32b", kv_dtype="fp8-e4m3", prefill_chunk=1024, mha_7b="llama-2-13b")
+              model_34b="qwen2.5-32b", kv_dtype="fp8-e4m3", prefill_chunk=1024, mha_7b="llama-2-13b",
+              moe_models={"qwen3-30b-a3b": "q5_k_m", "gpt-oss-20b": "mxfp4-moe"})
 
 
 def expected(p: dict) -> dict:
@@ -35,4 +36,10 @@ def expected(p: dict) -> dict:
         "q5_mix_q4km_gb": vl.gb(vl.weights_bytes(mix, p["real_quant"])),
         "q5_mha7_ctx": vl.max_tokens(p["mha_7b"], card.key, "fp16", **kv_only),
         "q5_largest_4k_params": vl.get_model(largest["model"]).n_params,
+        "q5_qwen_gb": vl.gb(vl.weights_bytes("qwen3-30b-a3b", "q5_k_m")),
+        "q5_qwen_active_b": vl.gb(vl.get_model("qwen3-30b-a3b").n_active_params),
+        "q5_qwen_ctx": vl.max_tokens("qwen3-30b-a3b", card.key, "q5_k_m", attention="sdpa",
+                                     prefill_chunk=p["prefill_chunk"], **kv_only),
+        "q5_oss_ctx": vl.max_tokens("gpt-oss-20b", card.key, "mxfp4-moe", attention="sdpa",
+                                    prefill_chunk=p["prefill_chunk"], **kv_only),
     }

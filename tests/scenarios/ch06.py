@@ -6,7 +6,7 @@ import vramlib as vl
 STEM = "ch06-cloud-gpu-choice"
 PARAMS = dict(context=4096, max_batch=256, big_model="llama-3.1-70b", big_gpu="h100-sxm-80gb",
               real_quant="gptq-4bit-g128", utilization=0.92, mfu=0.4, mbu=0.8, tp_overhead=0.1,
-              option_counts=[1, 2, 8], cost_model="mistral-7b", old_model="llama-2-7b")
+              option_counts=[1, 2, 8], cost_model="qwen2.5-7b", old_model="llama-2-7b")
 
 
 def expected(p: dict) -> dict:

@@ -5,7 +5,7 @@ import vramlib as vl
 from vramlib import serving as S
 
 STEM = "ch08-vllm-vs-nvidia-smi"
-PARAMS = dict(model="mistral-7b", gpu="h100-sxm-80gb", small_gpu="l4", kv_dtype="fp8", utilization=0.85,
+PARAMS = dict(model="qwen2.5-7b", gpu="h100-sxm-80gb", small_gpu="l4", kv_dtype="fp8", utilization=0.85,
               block_size=32, max_num_batched_tokens=4096, max_num_seqs=1024, request_tokens=4096,
               tp_model="qwen2.5-72b", tp_gpu="h200", tp=8)
 

@@ -19,7 +19,7 @@ def expected(p: dict) -> dict:
         "q16_kv_meas": kv.measured,
         "q16_kv_pred": vl.kv_cache_bytes(m, p["tokens_measured"], p["batch_measured"], "bf16"),
         "q16_sw_meas": sw["measured"],
-        "q16_sw_full": sw["vramlib (full context)"],
+        "q16_sw_full": sw["every token kept"],
         "q16_moe_peft": moe.measured,
         "q16_moe_vramlib": moe.predicted,
         "q16_real_gb": vl.gb(V.real_setup_bytes(m, p["real_setup"]).total),

@@ -3,14 +3,16 @@
 Three parts, nothing downloaded (``HF_HUB_OFFLINE=1``):
 
 * ``catalogue``: every catalogue model at its real shape (all layers, real heads and head dim; the
-  source's nominal shapes as Llama configs) built on the ``meta`` device, so nothing is allocated.
-  One prefill forward with ``use_cache=True`` (batch 2, 16 tokens) and one decode step; the bytes
-  are the sum over the ``DynamicCache`` layers of ``keys`` and ``values`` (numel x element size).
-  Models with a sliding window (Mistral-7B v0.1, Phi-3-mini, Gemma-2) are measured again past the
-  window: transformers keeps only the last ``sliding_window - 1`` tokens on those layers, which
-  ``kv_cache_bytes`` (the full context) does not model.
-* ``config``: for every catalogue model, the per-token formula 2 x L x n_kv x head_dim x bytes read
-  from transformers' config object (``AutoConfig``, no weights), against ``kv_bytes_per_token``.
+  source's nominal shapes as Llama configs; image-text configs as their language model) built on the
+  ``meta`` device, so nothing is allocated. One prefill forward with ``use_cache=True`` (batch 2, 16
+  tokens) and one decode step; the bytes are the sum over the cache layers of ``keys`` and ``values``
+  and, for Mamba layers, their conv and recurrent states (numel x element size). Models with a sliding
+  window (Mistral-7B v0.1, Phi-3-mini, Gemma-2, Gemma-3, GPT-OSS) are measured again past the window:
+  transformers keeps only the last ``sliding_window - 1`` tokens on those layers, and so does
+  ``kv_cache_bytes``.
+* ``config``: for every catalogue model whose layers are all GQA attention, the per-token formula
+  2 x L x n_kv x head_dim x bytes read from transformers' config object (``AutoConfig``, no weights),
+  against ``kv_bytes_per_token``.
 * ``tiny``: small random models of every family on the CPU (Llama MHA/GQA/MQA, Mistral, Qwen2,
   Gemma-2, Phi-3, Mixtral, Falcon multi-query, GPT-NeoX, GPT-2) in bf16, fp16 and fp32, with real
   storages: the tensor bytes and the bytes of the distinct storages behind them (a slice that views
@@ -45,7 +47,8 @@ OUTPUT = ROOT / "vramlib" / "data" / "measured" / "kv_cache.json"
 COMMAND = "python tools/measure/kv_cache.py"
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 PREFILL, BATCH, DECODE = 16, 2, 1
-QUICK_CATALOGUE = ("llama-2-7b", "falcon-7b", "gemma-2-9b")
+QUICK_CATALOGUE = ("llama-2-7b", "falcon-7b", "gemma-2-9b", "gemma-3-4b", "bamba-9b")
+MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
 
 # --------------------------------------------------------------------------------------------------
 # configs
@@ -58,8 +61,12 @@ def catalogue_config(key: str):
     path = CONFIG_DIR / f"{key}.json"
     if path.exists():
         raw = json.loads(path.read_text())
-        cfg = {k: v for k, v in raw.items() if not k.startswith("_")}
-        return AutoConfig.for_model(cfg.pop("model_type"), **cfg)
+        cfg = {k: v for k, v in raw.items() if not k.startswith("_") and k != "quantization_config"}
+        model_type = cfg.pop("model_type")
+        if model_type in MULTIMODAL:  # the language model, as vramlib counts it
+            cfg = dict(cfg["text_config"])
+            model_type = cfg.pop("model_type", MULTIMODAL[model_type])
+        return AutoConfig.for_model(model_type, **cfg)
     m = vl.get_model(key)
     if not m.gated_mlp:  # the source's GPT-3-like shape: a GPT-2 layer (LayerNorm, 4h GeLU MLP, learned positions)
         return AutoConfig.for_model("gpt2", n_embd=m.hidden, n_layer=m.n_layers, n_head=m.n_heads, n_inner=m.ffn,
@@ -113,7 +120,13 @@ def cache_bytes(cache) -> dict:
     tensors, storages, layer_kinds = 0, {}, []
     for layer in cache.layers:
         layer_kinds.append(type(layer).__name__)
-        for t in (layer.keys, layer.values):
+        held = [getattr(layer, "keys", None), getattr(layer, "values", None)]
+        for name in ("conv_states", "recurrent_states"):  # Mamba layers (LinearAttentionLayer): per-state dicts
+            states = getattr(layer, name, None) or {}
+            held += list(states.values()) if isinstance(states, dict) else list(states)
+        for t in held:
+            if t is None or not isinstance(t, torch.Tensor):
+                continue
             tensors += t.numel() * t.element_size()
             if t.device.type != "meta":
                 st = t.untyped_storage()
@@ -162,15 +175,21 @@ def measure_catalogue(key: str) -> list[dict]:
     if w is not None and w < 10**5:
         tokens = w + 3
         r = run_cache(model, config.vocab_size, 1, tokens, 0, "meta")[0]
-        full = vl.kv_cache_bytes(key, tokens=tokens, batch=1, dtype="bf16")
-        n_sw = sliding_layers(config)
-        per_layer_tok = vl.kv_bytes_per_token(key, "bf16") // config.num_hidden_layers
-        windowed = full - n_sw * per_layer_tok * (tokens - (w - 1))
         rows.append({"id": f"sliding/{key}/{tokens}", "part": "sliding", "model": key, "dtype": "bf16", "batch": 1,
-                     "tokens": tokens, "step": "prefill", "bytes": r["bytes"], "predicted": full,
-                     "predicted_windowed": windowed, "sliding_window": w, "sliding_layers": n_sw,
+                     "tokens": tokens, "step": "prefill", "bytes": r["bytes"],
+                     "predicted": vl.kv_cache_bytes(key, tokens=tokens, batch=1, dtype="bf16"),
+                     "predicted_every_token": vl.kv_cache_bytes(key, tokens=tokens, batch=1, dtype="bf16",
+                                                                runtime="every-token"),
+                     "sliding_window": w, "sliding_layers": sliding_layers(config),
                      "layer_kinds": r["layer_kinds"], "device": "meta"})
     return rows
+
+
+def has_per_token_formula(key: str) -> bool:
+    """Whether 2 x L x n_kv x head_dim x bytes describes the model's cache: every layer a GQA attention layer (a
+    sliding window changes how many tokens are kept, not the per-token bytes); MLA and Mamba layers do not fit it."""
+    m = vl.get_model(key)
+    return m.attention == "gqa" and all(k[1] in ("full", "sliding") for k in m.layer_kinds())
 
 
 def config_row(key: str) -> dict:
@@ -250,14 +269,14 @@ def measure_tiny_sliding(name: str, model_type: str, kw: dict) -> list[dict]:
     w, n_sw = sliding_window(config), sliding_layers(config)
     rows = []
     for r in run_cache(model, config.vocab_size, TINY_BATCH, TINY_PREFILL, TINY_DECODE, "cpu"):
-        full = vl.kv_cache_bytes(spec, tokens=r["tokens"], batch=TINY_BATCH, dtype="bf16")
-        per_layer_tok = vl.kv_cache_bytes(spec, tokens=1, batch=TINY_BATCH, dtype="bf16") // spec.n_layers
-        windowed = full - n_sw * per_layer_tok * max(0, r["tokens"] - (w - 1))
         rows.append({"id": f"tiny-sliding/{name}/{r['tokens']}", "part": "sliding", "model": name,
-                     "model_type": model_type, "hf_config": {"model_type": model_type, **_COMMON, **kw}, "dtype": "bf16", "batch": TINY_BATCH, "tokens": r["tokens"],
-                     "step": r["step"], "bytes": r["bytes"], "storage_bytes": r["storage_bytes"], "predicted": full,
-                     "predicted_windowed": windowed, "sliding_window": w, "sliding_layers": n_sw,
-                     "layer_kinds": r["layer_kinds"], "device": "cpu"})
+                     "model_type": model_type, "hf_config": {"model_type": model_type, **_COMMON, **kw},
+                     "dtype": "bf16", "batch": TINY_BATCH, "tokens": r["tokens"], "step": r["step"],
+                     "bytes": r["bytes"], "storage_bytes": r["storage_bytes"],
+                     "predicted": vl.kv_cache_bytes(spec, tokens=r["tokens"], batch=TINY_BATCH, dtype="bf16"),
+                     "predicted_every_token": vl.kv_cache_bytes(spec, tokens=r["tokens"], batch=TINY_BATCH,
+                                                                dtype="bf16", runtime="every-token"),
+                     "sliding_window": w, "sliding_layers": n_sw, "layer_kinds": r["layer_kinds"], "device": "cpu"})
     return rows
 
 
@@ -271,7 +290,8 @@ def measure_all(quick: bool = False) -> list[dict]:
     for key in keys:
         t0 = time.perf_counter()
         rows.extend(measure_catalogue(key))
-        rows.append(config_row(key))
+        if has_per_token_formula(key):
+            rows.append(config_row(key))
         print(f"catalogue {key:16s} ({time.perf_counter() - t0:.1f} s)", flush=True)
     for name, mt, kw in TINY:
         for dtype in (("bf16",) if quick else TINY_DTYPES):
@@ -282,12 +302,11 @@ def measure_all(quick: bool = False) -> list[dict]:
 
 
 def problems(rows: list[dict]) -> list[str]:
-    """Rows where vramlib's prediction differs from the measurement (sliding rows compare the windowed count)."""
+    """Rows where vramlib's prediction differs from the measurement."""
     out = []
     for r in rows:
-        target = r["predicted_windowed"] if r["part"] == "sliding" else r["predicted"]
-        if r["bytes"] != target:
-            out.append(f"{r['id']}: measured {r['bytes']:,d}, vramlib {target:,d}")
+        if r["bytes"] != r["predicted"]:
+            out.append(f"{r['id']}: measured {r['bytes']:,d}, vramlib {r['predicted']:,d}")
     return out
 
 
@@ -315,10 +334,12 @@ def main(argv: list[str] | None = None) -> int:
     out = {
         "command": COMMAND, "torch": torch.__version__, "transformers": transformers.__version__,
         "python": platform.python_version(), "device": "meta (catalogue, sliding) and cpu (tiny)",
-        "note": ("bytes = sum over the cache layers of keys and values, numel x element size, after a forward with "
-                 "use_cache=True; storage_bytes (cpu rows) = the distinct storages behind them. predicted = "
-                 "vramlib.kv_cache_bytes (catalogue, tiny) or kv_bytes_per_token (config). Sliding rows: "
-                 "predicted_windowed keeps sliding_window - 1 tokens on the sliding layers."),
+        "note": ("bytes = sum over the cache layers of keys and values (and Mamba layers' conv and recurrent "
+                 "states), numel x element size, after a forward with use_cache=True; storage_bytes (cpu rows) = the "
+                 "distinct storages behind them. predicted = vramlib.kv_cache_bytes (catalogue, tiny, sliding: "
+                 "transformers' rule, sliding layers keep sliding_window - 1 tokens) or kv_bytes_per_token (config, "
+                 "for models whose layers are all GQA attention). Sliding rows: predicted_every_token is what a "
+                 "runtime that ignores the window would hold."),
         "rows": rows,
     }
     write_json(OUTPUT, out)

@@ -60,10 +60,19 @@ RESOLVED_ATTRS = (
 LAYER_RE = re.compile(r"^(?:.*\.)?(?:layers|h)\.(\d+)\.")
 
 
+MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+"""Image-text configs: the language model (text_config) is built and counted, as vramlib counts it."""
+
+
 def load_config(path: Path):
     raw = json.loads(path.read_text())
     cfg = {k: v for k, v in raw.items() if not k.startswith("_")}
     model_type = cfg.pop("model_type")
+    if model_type in MULTIMODAL:
+        text = dict(cfg["text_config"])
+        model_type = text.pop("model_type", MULTIMODAL[model_type])
+        cfg = text
+    cfg.pop("quantization_config", None)  # the meta-device build counts parameters, not the storage format
     return raw, AutoConfig.for_model(model_type, **cfg)
 
 
@@ -119,6 +128,23 @@ def count(model) -> dict:
     }
 
 
+EXPERT_COUNT_ATTRS = ("num_local_experts", "num_experts", "n_routed_experts")
+
+
+def active_params(model, config, total: int) -> int | None:
+    """Parameters one token touches: ``total`` less, in every MoE layer, the routed experts it is not sent to --
+    routed-expert parameters (names with ``.experts.``: fused ``experts.gate_up_proj`` / ``down_proj`` and their
+    biases, or ``experts.<i>.*``; shared experts, routers and gates are named otherwise) x (1 - top_k / E).
+    None for a dense model."""
+    k = getattr(config, "num_experts_per_tok", None)
+    n_exp = next((getattr(config, a) for a in EXPERT_COUNT_ATTRS if getattr(config, a, None)), None)
+    routed = sum(p.numel() for n, p in model.named_parameters() if ".experts." in n)
+    if not routed or not k or not n_exp:
+        return None
+    assert (routed * (n_exp - k)) % n_exp == 0
+    return total - routed * (n_exp - k) // n_exp
+
+
 def measure(key: str) -> dict:
     path = CONFIG_DIR / f"{key}.json"
     raw, config = load_config(path)
@@ -129,8 +155,11 @@ def measure(key: str) -> dict:
         value = getattr(config, attr, None)
         if value is not None:
             resolved[attr] = value
+    n = result.pop("n_params")
+    active = active_params(model, config, n)
     return {
-        "n_params": result.pop("n_params"),
+        "n_params": n,
+        **({"n_active_params": active} if active is not None else {}),
         "source": raw.get("_source"),
         "config": f"vramlib/data/hf_configs/{key}.json",
         "model_class": type(model).__name__,

@@ -6,8 +6,6 @@ Used in: every chapter.
 """
 from __future__ import annotations
 
-import functools
-import json
 from dataclasses import dataclass, fields, replace
 from functools import cached_property, lru_cache
 from importlib import resources
@@ -17,12 +15,25 @@ from typing import Any, Mapping
 from ..core import formulas as F
 from ..core.errors import ConfigError, InvalidValueError, UnknownNameError, VramlibError, checked_call, check_positive_int
 from .precision import get_precision
+from .hf_config import _divisors, _divisors_near, _is_bool, _trim, read_hf_config
 from ..core.portable import Fields, ev, portable, q_ceil, raise_problem, share, shared
 
 NORMS = ("rmsnorm", "layernorm")
 MLP_MODULES = ("gate_proj", "up_proj", "down_proj", "gate_up_proj")
 """Linear modules of the MLP, repeated per expert in MoE layers."""
-_BOOL_FIELDS = ("gated_mlp", "qkv_bias", "attn_out_bias", "mlp_bias", "tied_embeddings", "fused_qkv", "fused_gate_up")
+_BOOL_FIELDS = ("gated_mlp", "qkv_bias", "attn_out_bias", "mlp_bias", "tied_embeddings", "fused_qkv", "fused_gate_up",
+                "attn_sinks", "shared_expert_gate", "router_bias", "ssm_conv_bias", "ssm_proj_bias", "ssm_norm")
+MIXERS = ("full", "sliding", "chunked", "mamba", "none")
+"""A layer's token mixer: attention over every token, over a sliding window of ``sliding_window`` tokens, within
+chunks of ``attention_chunk`` tokens (Llama-4's local layers), a Mamba-2 state-space mixer, or none (an MLP-only
+block, Nemotron-H's ``-``)."""
+MLPS = ("dense", "moe", "none")
+"""A layer's MLP: one dense MLP of ``ffn``, routed experts (``n_experts`` of ``moe_ffn``, ``experts_per_token`` per
+token, plus ``n_shared_experts`` shared MLPs of ``shared_ffn``), or none (a mixer-only block)."""
+ATTENTION_FORMS = ("gqa", "mla")
+QK_NORMS = ("none", "head", "full")
+_SIZE_FIELDS = ("sliding_window", "attention_chunk", "q_lora_rank", "kv_lora_rank", "rope_head_dim", "v_head_dim",
+                "moe_ffn", "shared_ffn", "ssm_inner", "ssm_heads", "ssm_groups", "ssm_state", "ssm_conv", "cache_heads")
 
 
 @dataclass(frozen=True)
@@ -62,6 +73,32 @@ class ModelSpec:
     family: str = "llama"
     source: str = ""
     checkpoint_format: str | None = None
+    # --- per-layer kinds (2025-26 models); the defaults give the uniform layer of the fields above ----------------
+    layer_types: tuple[str, ...] = ()
+    mlp_types: tuple[str, ...] = ()
+    sliding_window: int = 0
+    attention_chunk: int = 0
+    attention: str = "gqa"
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    rope_head_dim: int = 0
+    v_head_dim: int = 0
+    qk_norm: str = "none"
+    attn_sinks: bool = False
+    moe_ffn: int = 0
+    shared_ffn: int = 0
+    shared_expert_gate: bool = False
+    router_bias: bool = False
+    ssm_inner: int = 0
+    ssm_heads: int = 0
+    ssm_groups: int = 0
+    ssm_state: int = 0
+    ssm_conv: int = 0
+    ssm_conv_bias: bool = True
+    ssm_proj_bias: bool = False
+    ssm_norm: bool = True
+    text_only_of: str | None = None
+    cache_heads: int = 0
 
     def __post_init__(self) -> None:
         # Values are checked and stored normalised (8.0 -> 8, numpy ints and bools -> Python ones), so a copy made
@@ -85,6 +122,7 @@ class ModelSpec:
         if not isinstance(self.norm, str) or self.norm not in NORMS:
             raise UnknownNameError("norm", self.norm, NORMS)
         raise_problem(experts_problem(Fields(self)))
+        self._check_layers(put)
         if self.nominal_params is not None:
             put("nominal_params", check_positive_int("nominal_params", self.nominal_params))
         if self.checkpoint_format is not None:
@@ -93,28 +131,85 @@ class ModelSpec:
                                         "must be None or a precision name such as 'gptq-4bit-g128' or 'nf4'")
             put("checkpoint_format", get_precision(self.checkpoint_format, field="checkpoint_format").name)
 
+    def _check_layers(self, put) -> None:
+        """The per-layer fields: known kinds, one per layer, and the sizes each kind needs."""
+        for name in _SIZE_FIELDS:
+            put(name, check_positive_int(name, getattr(self, name), allow_zero=True))
+        for name, allowed in (("layer_types", MIXERS), ("mlp_types", MLPS)):
+            value = getattr(self, name)
+            if isinstance(value, str) or not isinstance(value, (tuple, list)):
+                raise InvalidValueError(name, _trim(value), f"must be a tuple with one of {', '.join(allowed)} per "
+                                                            "layer, or () for the uniform default")
+            for x in value:
+                if not isinstance(x, str) or x not in allowed:
+                    raise UnknownNameError(name, x, allowed)
+            if len(value) not in (0, 1, self.n_layers):
+                raise InvalidValueError(name, f"{len(value)} entries", f"must have one per layer (n_layers="
+                                                                       f"{self.n_layers}), one for every layer, or be ()")
+            put(name, tuple(value[:1]) if len(set(value)) == 1 else tuple(value))  # one kind: stored once
+        for name, allowed in (("attention", ATTENTION_FORMS), ("qk_norm", QK_NORMS)):
+            if not isinstance(getattr(self, name), str) or getattr(self, name) not in allowed:
+                raise UnknownNameError(name, getattr(self, name), allowed)
+        raise_problem(layers_problem(Fields(self)))
+        if self.text_only_of is not None and not isinstance(self.text_only_of, str):
+            raise InvalidValueError("text_only_of", self.text_only_of, "must be None or a string")
+
     # --- symbol values for the formulas ---------------------------------------------------------
     def symbols(self, active: bool = False) -> dict[str, int]:
-        """Values of :mod:`vramlib.core.symbols` for this shape; ``active`` counts only the routed-to experts. A fresh
-        dict each call (callers add their own values); computed once per spec (the spec is immutable)."""
+        """Values of :mod:`vramlib.core.symbols` for this shape's one layer kind, with L; ``active`` counts only the
+        routed-to experts. A fresh dict each call (callers add their own values); computed once per spec. A shape
+        whose layers differ (a dense prefix, MoE every other layer, Mamba layers) or that has a part the
+        single-layer calculations do not model (MLA, q/k norms, sinks, shared experts, a router bias) refuses in one
+        line: those calculations read one uniform layer. Parameters and the KV cache read :meth:`layer_kinds`."""
         key = "_cache_symbols_active" if active else "_cache_symbols"
         cached = self.__dict__.get(key)
         if cached is None:
+            problem = self.uniform_problem()
+            if problem:
+                raise ConfigError("model", problem, source=self.name)
             cached = self.__dict__[key] = self._symbols(active)
         return dict(cached)
 
     def _symbols(self, active: bool) -> dict[str, int]:
         return symbols_of(Fields(self), active)
 
+    def uniform_problem(self) -> str | None:
+        """None for a shape of one classic layer kind repeated (GQA attention over every token or a window, a dense or
+        MoE MLP): what every calculation models. Else what it has beyond that, in words."""
+        cached = self.__dict__.get("_cache_uniform")
+        if cached is None:
+            cached = self.__dict__["_cache_uniform"] = [_uniform_problem(self)]
+        return cached[0]
+
+    def layer_kinds(self, active: bool = False) -> list[tuple[int, str, str, dict[str, int]]]:
+        """The distinct layer kinds, in order: (layers, mixer, MLP, symbol values); ``active``: routed-to experts only."""
+        key = "_cache_kinds_active" if active else "_cache_kinds"
+        cached = self.__dict__.get(key)
+        if cached is None:
+            cached = self.__dict__[key] = [tuple(k) for k in layer_kinds_of(Fields(self), active)]
+        return [(n, a, b, dict(v)) for n, a, b, v in cached]
+
+    def layer_summary(self) -> str:
+        """The layer stack in words, for tables: ``"52 sliding (1,024) + 10 full, GQA 16 KV heads"``."""
+        counts: dict[str, int] = {}
+        for n, mixer, _, _ in self.layer_kinds():
+            counts[mixer] = counts.get(mixer, 0) + n
+        span = {"sliding": f" ({self.sliding_window:,})", "chunked": f" ({self.attention_chunk:,})"}
+        parts = " + ".join(f"{n} {k}{span.get(k, '')}" for k, n in counts.items())
+        attn = (f"MLA latent {self.kv_lora_rank} + {self.rope_head_dim}" if self.attention == "mla"
+                else f"{self.n_kv_heads} of {self.n_heads} KV heads")
+        return parts + ", " + attn
+
     @cached_property
     def n_params(self) -> int:
-        """Exact parameter count of the architecture (tied weights counted once)."""
-        return int(F.evaluate(F.N_PARAMS, **self.symbols()))
+        """Exact parameter count of the architecture (tied weights counted once), summed over the layer kinds."""
+        return int(params_of(self._view(False)))
 
     @cached_property
     def n_active_params(self) -> int:
-        """Parameters used per token (equals n_params for dense models; MoE counts experts_per_token experts)."""
-        return int(F.evaluate(F.N_PARAMS, **self.symbols(active=True)))
+        """Parameters used per token (equals n_params for dense models; MoE counts experts_per_token routed experts,
+        and the shared experts, routers and everything outside the experts)."""
+        return int(params_of(self._view(True)))
 
     @property
     def weight_params(self) -> int:
@@ -143,8 +238,15 @@ class ModelSpec:
 
     def view(self) -> dict:
         """The model as portable code reads it, the shape of the browser's ``VL.model``: ``spec`` (its fields),
-        ``sym`` (its symbol values) and ``linear_modules``."""
-        return {"spec": Fields(self), "sym": self.symbols(), "linear_modules": self.linear_modules()}
+        ``layers`` (its layer kinds, :func:`layer_kinds_of`), ``sym`` (the one layer kind's symbol values; a shape of
+        several kinds refuses in one line when a calculation reads it) and ``linear_modules``."""
+        return self._view(False)
+
+    def _view(self, active: bool) -> dict:
+        problem = self.uniform_problem()
+        sym = _Refusing(f"{self.name}: {problem}") if problem else self.symbols(active)
+        return {"spec": Fields(self), "sym": sym, "layers": [list(k) for k in self.layer_kinds(active)],
+                "linear_modules": self.linear_modules()}
 
     def linear_modules(self) -> list[str]:
         """Names of the linear modules in each layer as the HF implementation has them (fused where fused)."""
@@ -163,11 +265,19 @@ class ModelSpec:
 
     @checked_call
     def with_(self, **changes: Any) -> "ModelSpec":
-        """A copy with some fields changed (validated), e.g. ``m.with_(n_kv_heads=8)``; for widgets."""
+        """A copy with some fields changed (validated), e.g. ``m.with_(n_kv_heads=8)``; for widgets. A new
+        ``n_layers`` keeps a pattern of one kind (stored once); a mixed pattern must be given anew."""
         known = [f.name for f in fields(self)]
         for k in changes:
             if k not in known:
                 raise UnknownNameError("ModelSpec field", k, known)
+        n = changes.get("n_layers", self.n_layers)
+        if n != self.n_layers:
+            for name in ("layer_types", "mlp_types"):
+                pattern = getattr(self, name)
+                if name not in changes and len(pattern) > 1:
+                    raise InvalidValueError("n_layers", n, f"{self.name} mixes layer kinds ({name} "
+                                            f"{_pattern_words(pattern)}); give {name} for {n} layers too")
         return replace(self, **changes)
 
     @checked_call
@@ -212,6 +322,20 @@ class ModelSpec:
         """
         return _from_hf_config(config, name)
 
+    @staticmethod
+    @checked_call
+    def from_pretrained(model_id: str, revision: str | None = None, cache_dir: str | Path | None = None,
+                        name: str | None = None) -> "ModelSpec":
+        """A Hub model id (``"Qwen/Qwen3-8B"``): only its ``config.json``, fetched once with huggingface_hub or read
+        from the local cache (``HF_HUB_OFFLINE=1``: the cache only), then :meth:`from_hf_config`. Offline with no
+        cached copy, a gated or unknown repository: one line naming the id (:func:`vramlib.catalog.hub.hub_config`)."""
+        from .hub import hub_config
+
+        path = hub_config(model_id, revision=revision, cache_dir=cache_dir)
+        spec = _from_hf_config(path, name or model_id.strip())
+        return replace(spec, source=f"{model_id.strip()}{'@' + revision if revision else ''} on the Hugging Face "
+                                    f"Hub (config.json: {path})")
+
 
 def _checked_init(cls):
     """A wrong-shaped ``ModelSpec(...)`` call (missing or unknown arguments) is a one-line error, not a TypeError;
@@ -236,56 +360,153 @@ def _checked_init(cls):
 _checked_init(ModelSpec)
 
 
-def _divisors_near(n: int, k: int) -> str:
-    divs = sorted((x for x in range(1, min(n, 1024) + 1) if n % x == 0), key=lambda x: abs(x - k))[:4]
-    return ", ".join(str(x) for x in sorted(divs))
+
+class _Refusing(dict):
+    """The ``sym`` of a model view whose layers differ: reading it raises the one-line error of what the
+    single-layer calculation would miss."""
+
+    def __init__(self, message: str):
+        super().__init__()
+        self.message = message
+
+    def _refuse(self, *args):
+        raise ConfigError("model", self.message + "; this calculation reads one uniform layer and does not model it "
+                          "yet (parameters, weights and the KV cache do)", source="vramlib")
+
+    __getitem__ = __iter__ = keys = items = values = get = copy = __len__ = _refuse
 
 
-def _divisors(n: int) -> str:
-    return ", ".join(str(k) for k in range(1, n + 1) if n % k == 0)
+def _pattern_words(pattern) -> str:
+    """``3 dense, 58 moe`` for a per-layer pattern (kinds in order of first appearance)."""
+    counts: dict[str, int] = {}
+    for x in pattern:
+        counts[x] = counts.get(x, 0) + 1
+    return ", ".join(f"{v} {k}" for k, v in counts.items())
 
 
-# --- Hugging Face config.json -----------------------------------------------------------------------
-# How each family's config is read follows transformers 5.24 (models/<family>/configuration_<family>.py for the
-# defaults, modeling_<family>.py for which keys build which tensors); the catalogue's counts equal what it builds.
-_LLAMA_LIKE = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "gemma", "gemma2", "phi3", "yi", "qwen3"}
-_FAMILIES = sorted(_LLAMA_LIKE | {"falcon", "gpt_neox", "gpt2", "RefinedWebModel", "RefinedWeb"})
-
-_MAX_INT = 2**31 - 1
-"""Largest size a config may give (no tensor dimension of a real model comes near it; 1e20 is a typo, not a model)."""
-_MAX_CONFIG_BYTES = 16 * 2**20
-"""A config.json is a few kB; anything past this is the wrong file (a safetensors shard ...)."""
-
-# Attention heads: transformers derives num_key_value_heads = num_attention_heads when the key is missing or null
-# only for Llama (LlamaConfig.__post_init__), Phi-3 (Phi3Config.__post_init__) and Yi (a Llama); the other config
-# classes default it to their reference model's constant, which is refused rather than guessed.
-_KV_CONSTANT = {"mistral": 8, "mixtral": 8, "qwen2": 32, "qwen2_moe": 16, "gemma": 16, "gemma2": 4, "qwen3": 32}
-# head_dim: Llama, Mistral, Mixtral, Qwen2, Phi-3 attention use ``getattr(config, "head_dim", None) or hidden //
-# heads``; GemmaConfig / Gemma2Config default head_dim to 256 (Qwen3Config to 128), not hidden / heads.
-_HEAD_DIM_CONSTANT = {"gemma": 256, "gemma2": 256, "qwen3": 128}
-# LlamaConfig, Gemma2Config and GPTNeoXConfig.validate_architecture refuse hidden % heads != 0 even with head_dim.
-_HEADS_MUST_DIVIDE = {"llama", "yi", "gemma2", "gpt_neox", "gpt2", "falcon"}
-# tie_word_embeddings defaults of each config class.
-_TIED_DEFAULT = {"gemma": True, "gemma2": True, "falcon": True, "gpt2": True}
-# max_position_embeddings defaults (GPT-2: n_positions, read as learned positions and required).
-_MAX_POS_DEFAULT = {"llama": 2048, "yi": 2048, "mistral": 131072, "mixtral": 131072, "qwen2": 32768,
-                    "qwen2_moe": 32768, "gemma": 8192, "gemma2": 8192, "phi3": 4096, "qwen3": 32768, "falcon": 2048,
-                    "gpt_neox": 2048}
-_MISSING = object()
+def _uniform_problem(m: "ModelSpec") -> str | None:
+    """What a shape has beyond one classic layer kind repeated, in words (None when nothing)."""
+    what = []
+    if len({(b, tuple(sorted(v.items()))) for _, _, b, v in m.layer_kinds()}) > 1:
+        kinds = [f"{n} {a}/{b}" for n, a, b, _ in m.layer_kinds()]
+        what.append("layers of several kinds (" + ", ".join(kinds) + ")")
+    mixers = {k[1] for k in m.layer_kinds()}
+    if "mamba" in mixers:
+        what.append("Mamba-2 layers")
+    if "none" in mixers or "none" in {k[2] for k in m.layer_kinds()}:
+        what.append("blocks without attention or without an MLP")
+    for flag, words in ((m.attention == "mla", "multi-head latent attention"),
+                        (m.qk_norm != "none", "q/k norms"), (m.attn_sinks, "attention sinks"),
+                        (m.shared_ffn not in (0, m.moe_ffn or m.ffn), "shared experts of another width"),
+                        (m.router_bias, "a router bias"),
+                        (m.shared_expert_gate, "a shared-expert gate"),
+                        (m.moe_ffn not in (0, m.ffn), "an expert width other than ffn")):
+        if flag:
+            what.append(words)
+    return ", ".join(what) + " not modelled here" if what else None
 
 
-from ..core.errors import _short  # noqa: E402  (one way to shorten a value in a message)
+@portable
+def layer_types_of(s):
+    """Each layer's token mixer (MIXERS): the spec's ``layer_types`` (one entry: every layer), or full attention."""
+    if len(s["layer_types"]) == s["n_layers"]:
+        return [x for x in s["layer_types"]]
+    return [s["layer_types"][0] if len(s["layer_types"]) else "full" for _ in range(s["n_layers"])]
+
+
+@portable
+def mlp_types_of(s):
+    """Each layer's MLP (MLPS): the spec's ``mlp_types`` (one entry: every layer), or routed experts in every layer of
+    a MoE model, else dense."""
+    if len(s["mlp_types"]) == s["n_layers"]:
+        return [x for x in s["mlp_types"]]
+    one = s["mlp_types"][0] if len(s["mlp_types"]) else ("moe" if s["n_experts"] else "dense")
+    return [one for _ in range(s["n_layers"])]
+
+
+@portable
+def kind_symbols(s, mixer, mlp, active):
+    """Values of :mod:`vramlib.core.symbols` for one layer kind (``mixer``, ``mlp``) of a shape; ``active`` counts
+    only the routed-to experts. The model-level values (V, P, t_emb) ride along."""
+    attn = mixer in ("full", "sliding", "chunked")
+    mla = attn and s["attention"] == "mla"
+    gqa = attn and not mla
+    moe = mlp == "moe"
+    ssm = mixer == "mamba"
+    routed = (s["experts_per_token"] if active else s["n_experts"]) if moe else (1 if mlp == "dense" else 0)
+    width = (s["moe_ffn"] or s["ffn"]) if moe else s["ffn"]
+    shared_n = s["n_shared_experts"] if moe else 0
+    return {"h": s["hidden"], "n_h": s["n_heads"], "n_kv": s["n_kv_heads"], "d_head": s["head_dim"], "f": width,
+            "V": s["vocab"], "P": s["learned_positions"], "g": 1 if s["gated_mlp"] else 0, "n_mlp": routed,
+            "E": s["n_experts"] if moe else 0, "n_norm": s["norms_per_layer"],
+            "beta_qkv": 1 if gqa and s["qkv_bias"] else 0, "beta_o": 1 if attn and s["attn_out_bias"] else 0,
+            "beta_mlp": 1 if s["mlp_bias"] and mlp != "none" else 0, "beta_norm": 1 if s["norm"] == "layernorm" else 0,
+            "t_emb": 1 if s["tied_embeddings"] else 0, "z_att": 1 if gqa else 0, "z_mla": 1 if mla else 0,
+            "q_r": s["q_lora_rank"] if mla else 0, "z_qr": 1 if mla and s["q_lora_rank"] else 0,
+            "c_kv": s["kv_lora_rank"] if mla else 0, "d_r": s["rope_head_dim"] if mla else 0,
+            "d_v": s["v_head_dim"] if mla else 0, "beta_qkh": 1 if attn and s["qk_norm"] == "head" else 0,
+            "beta_qkf": 1 if attn and s["qk_norm"] == "full" else 0, "beta_sink": 1 if attn and s["attn_sinks"] else 0,
+            "n_s": shared_n, "f_s": (s["shared_ffn"] or width) if shared_n else 0,
+            "beta_rb": 1 if moe and s["router_bias"] else 0, "z_sg": 1 if moe and s["shared_expert_gate"] else 0,
+            "z_ssm": 1 if ssm else 0, "d_in": s["ssm_inner"] if ssm else 0, "n_g": s["ssm_groups"] if ssm else 0,
+            "d_s": s["ssm_state"] if ssm else 0, "n_sh": s["ssm_heads"] if ssm else 0,
+            "k_c": s["ssm_conv"] if ssm else 0, "beta_cb": 1 if ssm and s["ssm_conv_bias"] else 0,
+            "beta_pb": 1 if ssm and s["ssm_proj_bias"] else 0, "beta_mn": 1 if ssm and s["ssm_norm"] else 0}
+
+
+@portable
+def layer_kinds_of(s, active):
+    """[[count, mixer, mlp, symbols]] of a shape's distinct layer kinds, in the order they first appear (a shape
+    without per-layer patterns is one kind, whatever its layer count)."""
+    if len(s["layer_types"]) <= 1 and len(s["mlp_types"]) <= 1:
+        mixer = s["layer_types"][0] if len(s["layer_types"]) else "full"
+        mlp = s["mlp_types"][0] if len(s["mlp_types"]) else ("moe" if s["n_experts"] else "dense")
+        return [[s["n_layers"], mixer, mlp, kind_symbols(s, mixer, mlp, active)]]
+    mixers = layer_types_of(s)
+    mlps = mlp_types_of(s)
+    out = []
+    at = {}
+    for i in range(s["n_layers"]):
+        key = mixers[i] + "|" + mlps[i]
+        if key in at:
+            out[at[key]][0] += 1
+        else:
+            at[key] = len(out)
+            out.append([1, mixers[i], mlps[i], kind_symbols(s, mixers[i], mlps[i], active)])
+    return out
+
 
 @portable
 def symbols_of(s, active):
-    """Values of :mod:`vramlib.core.symbols` for a shape (``active``: only the routed-to experts count)."""
-    experts = s["experts_per_token"] if active else s["n_experts"]
-    return {"L": s["n_layers"], "h": s["hidden"], "n_h": s["n_heads"], "n_kv": s["n_kv_heads"], "d_head": s["head_dim"],
-            "f": s["ffn"], "V": s["vocab"], "P": s["learned_positions"], "g": 1 if s["gated_mlp"] else 0,
-            "n_mlp": (experts or 1) + s["n_shared_experts"], "E": s["n_experts"], "n_norm": s["norms_per_layer"],
-            "beta_qkv": 1 if s["qkv_bias"] else 0, "beta_o": 1 if s["attn_out_bias"] else 0,
-            "beta_mlp": 1 if s["mlp_bias"] else 0, "beta_norm": 1 if s["norm"] == "layernorm" else 0,
-            "t_emb": 1 if s["tied_embeddings"] else 0}
+    """Values of :mod:`vramlib.core.symbols` for a shape of one uniform layer kind (its first layer's, with L); only
+    meaningful when every layer has those values (``ModelSpec.symbols`` checks)."""
+    first = layer_kinds_of(s, active)[0]
+    out = dict(first[3])
+    out["L"] = s["n_layers"]
+    return out
+
+
+@portable
+def layers_problem(s):
+    """None, or the error of a per-layer field a layer kind needs and the shape lacks."""
+    mixers = s["layer_types"] if len(s["layer_types"]) else ["full"]
+    mlps = s["mlp_types"] if len(s["mlp_types"]) else ["moe" if s["n_experts"] else "dense"]
+    if "sliding" in mixers and s["sliding_window"] < 2:
+        return ["sliding_window", s["sliding_window"], "sliding layers need a window of at least 2 tokens"]
+    if "chunked" in mixers and s["attention_chunk"] < 2:
+        return ["attention_chunk", s["attention_chunk"], "chunked layers need a chunk of at least 2 tokens"]
+    if "moe" in mlps and not s["n_experts"]:
+        return ["mlp_types", "moe", "a MoE layer needs n_experts > 0"]
+    if s["n_experts"] and "moe" not in mlps:
+        return ["n_experts", s["n_experts"], "no layer is a MoE layer (mlp_types has no 'moe')"]
+    if s["attention"] == "mla" and not (s["kv_lora_rank"] and 0 < s["rope_head_dim"] < s["head_dim"]
+                                        and s["v_head_dim"]):
+        return ["attention", "mla", "needs kv_lora_rank, v_head_dim and 0 < rope_head_dim < head_dim (head_dim = "
+                "qk_nope_head_dim + qk_rope_head_dim)"]
+    if "mamba" in mixers and not (s["ssm_inner"] and s["ssm_heads"] and s["ssm_groups"] and s["ssm_state"]
+                                  and s["ssm_conv"]):
+        return ["layer_types", "mamba", "Mamba-2 layers need ssm_inner, ssm_heads, ssm_groups, ssm_state and ssm_conv"]
+    return None
 
 
 @portable
@@ -314,20 +535,27 @@ def experts_problem(s):
 
 
 share(LAYER_GROUPS=F.LAYER_GROUPS, MODEL_GROUPS=F.MODEL_GROUPS, LAYER_GROUP_NAMES=list(F.LAYER_GROUPS),
-      MODEL_GROUP_NAMES=list(F.MODEL_GROUPS), N_PARAMS=F.N_PARAMS)
+      MODEL_GROUP_NAMES=list(F.MODEL_GROUPS), N_PARAMS=F.N_PARAMS,
+      CLASSIC_GROUP_NAMES=["attn_q", "attn_k", "attn_v", "attn_o", "mlp_gate", "mlp_up", "mlp_down", "router", "norm",
+                           "bias"])
 
 
 @portable
 def param_groups_of(m):
-    """[[kind, parameters]] of a model view by tensor kind: every layer's LAYER_GROUPS x the layers, then the
-    MODEL_GROUPS outside the layers (the final norm joins the layers' norms); sums to N_PARAMS."""
+    """[[kind, parameters]] of a model view by tensor kind: LAYER_GROUPS summed over the layer kinds (each x its
+    layers), then the MODEL_GROUPS outside the layers (the final norm joins the layers' norms); sums to the model's
+    parameters. Kinds only some architectures have (MLA, Mamba) are listed when present."""
     out = []
     at = {}
     for kind in shared("LAYER_GROUP_NAMES"):
-        at[kind] = len(out)
-        out.append([kind, m["spec"]["n_layers"] * q_ceil(ev("LAYER_GROUPS", kind, m["sym"]))])
+        n = 0
+        for k in m["layers"]:
+            n += k[0] * q_ceil(ev("LAYER_GROUPS", kind, k[3]))
+        if n or kind in shared("CLASSIC_GROUP_NAMES"):
+            at[kind] = len(out)
+            out.append([kind, n])
     for kind in shared("MODEL_GROUP_NAMES"):
-        n = q_ceil(ev("MODEL_GROUPS", kind, m["sym"]))
+        n = q_ceil(ev("MODEL_GROUPS", kind, m["layers"][0][3]))
         if kind in at:
             out[at[kind]][1] += n
         else:
@@ -336,530 +564,21 @@ def param_groups_of(m):
     return out
 
 
-def _trim(value: Any) -> Any:
-    """``value`` itself for an error message, or its shortened repr when that is long."""
-    return value if len(repr(value)) <= 60 else _short(value)
-
-
-class _Reader:
-    """Typed access to one JSON object of a config (the top level or ``quantization_config``), every error one line
-    naming ``prefix + key``. ``null`` reads as a missing size; flags must be JSON booleans."""
-
-    def __init__(self, cfg: Mapping[str, Any], src: str, prefix: str = ""):
-        self.cfg, self.src, self.prefix = cfg, src, prefix
-
-    def error(self, key: str, problem: str) -> ConfigError:
-        return ConfigError(self.prefix + key, problem, source=self.src)
-
-    def integer(self, *keys: str, default: Any = _MISSING, minimum: int = 1, why: str = "") -> Any:
-        """A size under one of ``keys`` (synonyms must agree); ``default`` when all are missing or null."""
-        found: list[tuple[str, int]] = []
-        for k in keys:
-            v = self.cfg.get(k)
-            if v is None:
-                continue
-            if isinstance(v, bool) or not _is_integral(v) or not minimum <= int(v) <= _MAX_INT:
-                kind = "positive" if minimum >= 1 else "non-negative"
-                raise self.error(k, f"must be a {kind} JSON integer (at most {_MAX_INT}), got {_short(v)}")
-            found.append((k, int(v)))
-        self.agree(found, str)
-        if found:
-            return found[0][1]
-        if default is _MISSING:
-            raise self.error(keys[0], "missing" + (f"; {why}" if why else ""))
-        return default
-
-    def agree(self, found: list[tuple[str, Any]], show) -> None:
-        """Synonym keys (``n_embd``/``hidden_size``) must carry one value; else a one-line ConfigError."""
-        if len({v for _, v in found}) > 1:
-            raise ConfigError("/".join(self.prefix + k for k, _ in found), "contradictory values "
-                              + ", ".join(f"{k}={show(v)}" for k, v in found), source=self.src)
-
-    def flag(self, *keys: str, default: bool) -> bool:
-        """A JSON boolean under one of ``keys`` (synonyms must agree); ``default`` when every key is absent."""
-        found: list[tuple[str, bool]] = []
-        for k in keys:
-            if k not in self.cfg:
-                continue
-            v = self.cfg[k]
-            if not _is_bool(v):
-                hint = ("; write true or false without quotes" if isinstance(v, str)
-                        else "; null is refused (transformers 5 refuses it too)" if v is None else "")
-                raise self.error(k, f"must be a JSON boolean true or false, got {_short(v)}{hint}")
-            found.append((k, bool(v)))
-        self.agree(found, lambda v: str(v).lower())
-        return found[0][1] if found else default
-
-    def text(self, *keys: str, default: Any = _MISSING) -> Any:
-        """A string under one of ``keys`` (lower-cased; synonyms must agree); ``default`` when missing or null."""
-        found = []
-        for k in keys:
-            v = self.cfg.get(k)
-            if v is None:
-                continue
-            if not isinstance(v, str):
-                raise self.error(k, f"must be a string, got {_short(v)}")
-            found.append((k, v.strip().lower()))
-        self.agree(found, repr)
-        if found:
-            return found[0][1]
-        if default is _MISSING:
-            raise self.error(keys[0], "missing")
-        return default
-
-
-def _is_bool(value: Any) -> bool:
-    """A Python bool or a numpy boolean scalar (``numpy.bool_``); not 0/1, not "false"."""
-    return isinstance(value, bool) or (getattr(value, "dtype", None) is not None
-                                       and getattr(value.dtype, "kind", "") == "b" and getattr(value, "shape", 1) == ())
-
-
-def _is_integral(value: Any) -> bool:
-    import numbers
-
-    return isinstance(value, numbers.Integral)
-
-
-def _load_json(path: Path) -> tuple[Any, str]:
-    """Parse a config.json file (UTF-8, UTF-8 with BOM, UTF-16/32 with or without BOM); one-line errors."""
-    src = str(path)
-    try:
-        if path.is_dir():
-            if not (path / "config.json").is_file():
-                raise ConfigError("path", f"directory {src!r} has no config.json", source="config.json")
-            path = path / "config.json"
-            src = str(path)
-        if not path.exists():
-            raise ConfigError("path", f"no such file {src!r}", source="config.json")
-        if not path.is_file():
-            raise ConfigError("path", f"{src!r} is not a regular file", source="config.json")
-        size = path.stat().st_size
-        if size > _MAX_CONFIG_BYTES:
-            raise ConfigError("path", f"{size:,} bytes is not a config.json (at most {_MAX_CONFIG_BYTES:,})",
-                              source=src)
-        raw = path.read_bytes()
-    except (OSError, ValueError) as e:  # permissions, a name too long, a NUL byte in the path ...
-        if isinstance(e, VramlibError):
-            raise
-        raise ConfigError("path", f"cannot read {src!r} ({type(e).__name__}: {e})", source="config.json") from None
-    if not raw.strip():
-        raise ConfigError("json", "the file is empty", source=src)
-    encoding = json.detect_encoding(raw)  # BOMs and UTF-16/32 without BOM, as json.loads(bytes) does
-    try:
-        text = raw.decode(encoding)
-    except UnicodeDecodeError as e:
-        raise ConfigError("encoding", f"not valid {encoding} text ({e.reason} at byte {e.start})", source=src) from None
-    return _parse_json(text, src), src
-
-
-def _parse_json(text: str, src: str) -> Any:
-    def no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        seen: dict[str, Any] = {}
-        for k, v in pairs:
-            if k in seen:  # json keeps the last silently; a config that says two things is refused
-                raise ConfigError(k, "appears twice in one JSON object (which one is meant?)", source=src)
-            seen[k] = v
-        return seen
-
-    try:
-        return json.loads(text, object_pairs_hook=no_duplicate_keys)
-    except json.JSONDecodeError as e:
-        raise ConfigError("json", f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})", source=src) from None
-    except RecursionError:
-        raise ConfigError("json", "nested too deeply to be a config.json", source=src) from None
+@portable
+def params_of(m):
+    """Parameters of a model view: the sum of its param groups."""
+    n = 0
+    for g in param_groups_of(m):
+        n += g[1]
+    return n
 
 
 def _from_hf_config(config: str | Path | Mapping[str, Any], name: str | None) -> ModelSpec:
-    cfg, src = _config_mapping(config, name)
-    r = _Reader(cfg, src)
-    family = _config_family(r)
-    hidden, layers, heads, size_keys = _config_sizes(r, family)
-    vocab = r.integer("vocab_size")
-    checkpoint = _checkpoint_format(cfg, src)
-    head_dim_of = functools.partial(_derived_head_dim, hidden, heads, f"{size_keys[0]}/{size_keys[2]}", src)
-    if family in _HEADS_MUST_DIVIDE:
-        head_dim_of()
-    if family in _LLAMA_LIKE:
-        kv, head_dim, ffn, kw = _llama_like_layers(r, family, layers, heads, head_dim_of)
-    elif family == "falcon":
-        kv, head_dim, ffn, kw = _falcon_layers(r, hidden, heads, head_dim_of)
-    elif family == "gpt_neox":
-        kv, head_dim, ffn, kw = _gpt_neox_layers(r, heads, head_dim_of)
-    else:
-        kv, head_dim, ffn, kw = _gpt2_layers(r, hidden, heads, head_dim_of)
-    if heads % kv:
-        raise ConfigError("num_key_value_heads", f"{kv} does not divide num_attention_heads={heads} "
-                          f"(allowed: {_divisors(heads)})", source=src)
-    if family == "gpt2":
-        max_ctx = kw["learned_positions"]
-    else:
-        max_ctx = r.integer("max_position_embeddings", default=_MAX_POS_DEFAULT[family])
-    label, source = _config_label(r, name)
+    fields_, src = read_hf_config(config, name)
     try:
-        return ModelSpec(name=label or family, n_layers=layers, hidden=hidden, n_heads=heads, n_kv_heads=kv,
-                         head_dim=head_dim, ffn=ffn, vocab=vocab, max_context=max_ctx, family=family, source=source,
-                         checkpoint_format=checkpoint, **kw)
+        return ModelSpec(**fields_)
     except VramlibError as e:
         raise ConfigError(getattr(e, "field", "config"), str(e), source=src) from None
-
-
-def _config_mapping(config: str | Path | Mapping[str, Any], name: str | None) -> tuple[dict, str]:
-    """The config as a dict and where it came from ("config" for a dict); one-line errors for anything else."""
-    if name is not None and not isinstance(name, str):
-        raise InvalidValueError("name", name, "must be a string or None")
-    src = "config"
-    if isinstance(config, (str, Path)):
-        if isinstance(config, str) and config.lstrip().startswith("{"):
-            raise InvalidValueError("config", _trim(config), "give a config.json path or a dict; this looks like "
-                                    "JSON text (json.loads it first)")
-        cfg, src = _load_json(Path(config))
-    elif isinstance(config, Mapping):
-        cfg = config
-    else:
-        raise InvalidValueError("config", type(config).__name__, "give a config.json path or a dict")
-    if not isinstance(cfg, Mapping):
-        kind = {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(type(cfg), "number")
-        raise ConfigError("config", f"must be a JSON object {{...}}, got a JSON {kind}", source=src)
-    return dict(cfg), src
-
-
-def _config_family(r: _Reader) -> str:
-    """The architecture family from ``model_type`` (RefinedWeb* reads as Falcon); refused when not modelled."""
-    mt = r.cfg.get("model_type")
-    if mt is None:
-        raise r.error("model_type", "missing; cannot tell the architecture")
-    if not isinstance(mt, str):
-        raise r.error("model_type", f"must be a string such as 'llama', got {_short(mt)}")
-    if mt not in _FAMILIES:
-        raise UnknownNameError(f"{r.src}: model_type", mt, _FAMILIES)
-    family = "falcon" if mt.startswith("Refined") else mt
-    if family == "qwen3":
-        raise r.error("model_type", "qwen3: the per-head q_norm/k_norm weights (2 x head_dim per layer) are not "
-                                    "modelled yet")
-    return family
-
-
-def _config_sizes(r: _Reader, family: str) -> tuple[int, int, int, tuple[str, str, str]]:
-    """Hidden size, layers and heads, and the keys they were read under (hidden, layers, heads)."""
-    # sizes every family has (GPT-2 and Falcon's older names: GPT2Config.attribute_map, FalconConfig n_embed,
-    # RefinedWeb remote-code n_layer / n_head / n_head_kv)
-    hidden_keys = {"gpt2": ("n_embd", "hidden_size"), "falcon": ("hidden_size", "n_embed")}.get(
-        family, ("hidden_size",))
-    layer_keys = {"gpt2": ("n_layer", "num_hidden_layers"), "falcon": ("num_hidden_layers", "n_layer")}.get(
-        family, ("num_hidden_layers",))
-    head_keys = {"gpt2": ("n_head", "num_attention_heads"), "falcon": ("num_attention_heads", "n_head")}.get(
-        family, ("num_attention_heads",))
-    hidden = r.integer(*hidden_keys, why="the hidden size is not guessed")
-    layers = r.integer(*layer_keys)
-    heads = r.integer(*head_keys)
-    # Other families' names for the same sizes are not read (transformers ignores them), but a config that states
-    # two different hidden sizes is contradictory, not silently resolved.
-    cfg, read = r.cfg, hidden_keys + layer_keys + head_keys
-    for keys, value in ((("n_embd", "n_embed", "d_model"), hidden), (("n_layer", "num_layers"), layers),
-                        (("n_head",), heads)):
-        for k in keys:
-            other = cfg.get(k)
-            if other is not None and other != value and k not in read:
-                first = next(x for x in read if cfg.get(x) is not None and cfg.get(x) == value)
-                raise ConfigError(f"{first}/{k}", f"contradictory values {first}={value}, {k}={_short(other)}",
-                                  source=r.src)
-    return hidden, layers, heads, (hidden_keys[0], layer_keys[0], head_keys[0])
-
-
-def _derived_head_dim(hidden: int, heads: int, field: str, src: str) -> int:
-    """hidden / heads, refused (naming ``field``, with nearby head counts) when it is not a whole number."""
-    if hidden % heads:
-        raise ConfigError(field, f"hidden size {hidden} is not divisible by {heads} attention heads, so head_dim = "
-                          f"hidden / heads is not a whole number (e.g. heads {_divisors_near(hidden, heads)})",
-                          source=src)
-    return hidden // heads
-
-
-def _llama_like_layers(r: _Reader, family: str, layers: int, heads: int, head_dim_of) -> tuple[int, int, int, dict]:
-    """KV heads, head dim, MLP width and the other ModelSpec fields of a Llama-like family (gated MLP, RMSNorm)."""
-    if family in _KV_CONSTANT:
-        kv = r.integer("num_key_value_heads", why=f"transformers' {family} config would default it to "
-                       f"{_KV_CONSTANT[family]} (its reference model), not num_attention_heads; give it")
-    else:
-        kv = r.integer("num_key_value_heads", default=heads)
-    if family in _HEAD_DIM_CONSTANT:
-        head_dim = r.integer("head_dim", why=f"transformers' {family} config would default it to "
-                             f"{_HEAD_DIM_CONSTANT[family]}, not hidden_size / num_attention_heads; give it")
-    else:
-        head_dim = r.integer("head_dim", default=None)
-        head_dim = head_dim_of() if head_dim is None else head_dim
-    tied = r.flag("tie_word_embeddings", default=_TIED_DEFAULT.get(family, False))
-    # Biases, as each modeling file builds them: Llama/Yi/Gemma/Gemma-2 q, k, v and o follow attention_bias
-    # (and Llama's MLP mlp_bias); Qwen2 always has q/k/v biases and none on o; Qwen2-MoE's q/k/v follow
-    # qkv_bias (default true); Mistral, Mixtral and Phi-3 build no biases whatever the config says.
-    qkv_bias = out_bias = mlp_bias = False
-    if family in ("llama", "yi", "gemma", "gemma2"):
-        qkv_bias = out_bias = r.flag("attention_bias", default=False)
-    if family in ("llama", "yi"):
-        mlp_bias = r.flag("mlp_bias", default=False)
-    if family == "qwen2":
-        qkv_bias = True
-    ffn = None
-    if family == "qwen2_moe":
-        qkv_bias = r.flag("qkv_bias", default=True)
-        ffn = _qwen2_moe_dense_ffn(r, layers)
-    if ffn is None:
-        ffn = r.integer("intermediate_size", why="the MLP width is not guessed")
-    kw = dict(gated_mlp=True, qkv_bias=qkv_bias, attn_out_bias=out_bias, mlp_bias=mlp_bias, tied_embeddings=tied,
-              norms_per_layer=4 if family == "gemma2" else 2,
-              fused_qkv=family == "phi3", fused_gate_up=family == "phi3")
-    if family == "mixtral":  # MixtralConfig.attribute_map: num_experts -> num_local_experts
-        n_exp = r.integer("num_local_experts", "num_experts",
-                          why="a Mixtral without its expert count is not read as dense (transformers' "
-                              "MixtralConfig would default it to 8)")
-        k_exp = r.integer("num_experts_per_tok", why="transformers' MixtralConfig would default it to 2")
-        if k_exp > n_exp:
-            raise r.error("num_experts_per_tok", f"{k_exp} is more than num_local_experts={n_exp}")
-        kw.update(n_experts=n_exp, experts_per_token=k_exp)
-    return kv, head_dim, ffn, kw
-
-
-def _falcon_layers(r: _Reader, hidden: int, heads: int, head_dim_of) -> tuple[int, int, int, dict]:
-    """Falcon (and RefinedWeb): KV heads by architecture, LayerNorms by parallel_attn, fused QKV."""
-    new_arch = r.flag("new_decoder_architecture", default=False)
-    multi_query = r.flag("multi_query", default=True)
-    if r.flag("alibi", default=False):
-        raise r.error("alibi", "ALiBi Falcon variants are not modelled")
-    head_dim = head_dim_of()
-    # FalconAttention: the new architecture has num_kv_heads K/V heads (null -> heads), the old one 1 (multi-query)
-    # or num_attention_heads.
-    if new_arch:
-        kv = r.integer("num_kv_heads", "n_head_kv", default=heads)
-    else:
-        kv = 1 if multi_query else heads
-    ffn = r.integer("ffn_hidden_size", default=4 * hidden)
-    bias = r.flag("bias", default=False)
-    parallel = r.flag("parallel_attn", default=True)
-    # FalconDecoderLayer: two LayerNorms unless parallel_attn, where num_ln_in_parallel_attn (null -> 2 for the
-    # new architecture) picks ln_attn + ln_mlp (2) or one input_layernorm (anything else; only 1 or 2 are read).
-    n_ln = r.integer("num_ln_in_parallel_attn", default=2 if new_arch else 1)
-    if n_ln not in (1, 2):
-        raise r.error("num_ln_in_parallel_attn", f"got {n_ln}; must be 1 or 2")
-    kw = dict(gated_mlp=False, qkv_bias=bias, attn_out_bias=bias, mlp_bias=bias,
-              tied_embeddings=r.flag("tie_word_embeddings", default=True), norm="layernorm",
-              norms_per_layer=2 if not parallel else n_ln, fused_qkv=True)
-    return kv, head_dim, ffn, kw
-
-
-def _gpt_neox_layers(r: _Reader, heads: int, head_dim_of) -> tuple[int, int, int, dict]:
-    """GPT-NeoX: multi-head attention, a LayerNorm MLP of intermediate_size, fused QKV."""
-    kv, head_dim = heads, head_dim_of()
-    ffn = r.integer("intermediate_size", why="transformers' GPTNeoXConfig would default it to 24576 "
-                                             "(GPT-NeoX-20B's), not 4 x hidden; give it")
-    bias = r.flag("attention_bias", default=True)
-    kw = dict(gated_mlp=False, qkv_bias=bias, attn_out_bias=bias, mlp_bias=True,
-              tied_embeddings=r.flag("tie_word_embeddings", default=False), norm="layernorm", fused_qkv=True)
-    return kv, head_dim, ffn, kw
-
-
-def _gpt2_layers(r: _Reader, hidden: int, heads: int, head_dim_of) -> tuple[int, int, int, dict]:
-    """GPT-2: multi-head attention, MLP n_inner (4 x hidden), a learned position table, no cross-attention."""
-    kv, head_dim = heads, head_dim_of()
-    ffn = r.integer("n_inner", default=4 * hidden)  # GPT2MLP: n_inner if not None else 4 * n_embd
-    if r.flag("add_cross_attention", default=False):
-        raise r.error("add_cross_attention", "true adds cross-attention blocks, which are not modelled")
-    positions = r.integer("n_positions", "max_position_embeddings",
-                          why="GPT-2's learned position table is counted from it")
-    kw = dict(gated_mlp=False, qkv_bias=True, attn_out_bias=True, mlp_bias=True,
-              tied_embeddings=r.flag("tie_word_embeddings", default=True), norm="layernorm",
-              learned_positions=positions, fused_qkv=True)
-    return kv, head_dim, ffn, kw
-
-
-def _config_label(r: _Reader, name: str | None) -> tuple[str | None, str]:
-    """The spec's name (``name``, else ``_name`` / ``_name_or_path``) and source (``_source``, else the file)."""
-    cfg, label = r.cfg, name
-    for key in ("_name", "_name_or_path"):
-        if label is None and cfg.get(key) is not None:
-            if not isinstance(cfg[key], str):
-                raise r.error(key, f"must be a string, got {_short(cfg[key])}")
-            label = cfg[key] or None
-    source = cfg.get("_source", r.src)
-    if not isinstance(source, str):
-        raise r.error("_source", f"must be a string, got {_short(source)}")
-    return label, source
-
-
-def _qwen2_moe_dense_ffn(r: _Reader, layers: int) -> int | None:
-    """Qwen2-MoE: the MLP width when no layer is sparse (then every layer is a Qwen2MoeMLP of intermediate_size),
-    else a one-line refusal. Qwen2MoeDecoderLayer makes layer i sparse when i is not in mlp_only_layers and
-    num_experts > 0 and (i + 1) % decoder_sparse_step == 0; each sparse layer adds a shared expert and a
-    shared_expert_gate (Qwen2MoeSparseMoeBlock), which ModelSpec's identical-experts count cannot hold."""
-    n_exp = r.integer("num_experts", minimum=0, why="a Qwen2-MoE without its expert count is not read as dense "
-                                                    "(transformers' Qwen2MoeConfig would default it to 60)")
-    step = r.integer("decoder_sparse_step", default=1)
-    only = r.cfg.get("mlp_only_layers")
-    only = [] if only is None else only
-    if not isinstance(only, list) or not all(_is_integral(i) and not isinstance(i, bool) for i in only):
-        raise r.error("mlp_only_layers", f"must be a list of layer indices, got {_short(only)}")
-    sparse = [i for i in range(layers) if i not in only and n_exp > 0 and (i + 1) % step == 0]
-    if not sparse:
-        return None
-    for key in ("num_experts_per_tok", "moe_intermediate_size"):
-        r.integer(key, why="a Qwen2-MoE expert layer cannot be read without it")
-    shared = r.integer("shared_expert_intermediate_size", minimum=0,
-                       why="a Qwen2-MoE expert layer cannot be read without it")
-    raise r.error("model_type", f"qwen2_moe: shared experts are not modelled yet ({len(sparse)} of {layers} layers "
-                                f"add a shared expert of shared_expert_intermediate_size={shared} and a "
-                                f"shared_expert_gate beside the {n_exp} routed experts)")
-
-
-# --- quantization_config -> checkpoint_format ---------------------------------------------------------------
-_QUANT_SUPPORTED = ("gptq (2, 3, 4 or 8 bits, a positive group_size), awq (gemm, zero point), "
-                    "bitsandbytes 4-bit (nf4 or fp4, with or without double quant)")
-_QUANT_KNOWN = ("aqlm", "auto-round", "awq", "bitnet", "bitsandbytes", "compressed-tensors", "eetq", "fbgemm_fp8",
-                "fouroversix", "fp8", "fp_quant", "gemma", "gguf", "gptq", "higgs", "hqq", "metal", "mxfp4", "mxfp8",
-                "nvfp4", "quanto", "quark", "sinq", "spqr", "torchao", "vptq")
-"""transformers 5.24 QuantizationMethod values (utils/quantization_config.py)."""
-_UNQUANTIZED_OK = {"lm_head"}
-"""Modules a checkpoint may keep unquantized that the catalogue's formats keep in 16 bits anyway."""
-
-
-def _checkpoint_format(cfg: Mapping[str, Any], src: str) -> str | None:
-    """The precision name of the checkpoint's storage, from ``quantization_config`` (None when there is none)."""
-    if cfg.get("compression_config") is not None:  # the older name of a compressed-tensors quantization_config
-        raise ConfigError("compression_config", "compressed-tensors checkpoints are not mapped to the precision "
-                          f"catalogue; supported quantization: {_QUANT_SUPPORTED}", source=src)
-    qc = cfg.get("quantization_config")
-    if qc is None:
-        return None
-    if not isinstance(qc, Mapping):
-        raise ConfigError("quantization_config", f"must be a JSON object, got {_short(qc)}", source=src)
-    q = _Reader(qc, src, prefix="quantization_config.")
-    method, load4, load8 = _quant_method(q)
-    if method == "gptq":
-        return _gptq_format(q)
-    if method == "awq":
-        return _awq_format(q)
-    if method == "bitsandbytes":
-        return _bitsandbytes_format(q, load4, load8)
-    raise _unpriced_method(method, src)
-
-
-_QUANT_FIELD = "quantization_config.quant_method"
-
-
-def _quant_method(q: _Reader) -> tuple[str, bool, bool]:
-    """``quant_method`` (bitsandbytes when load_in_4bit / load_in_8bit say so, as AutoQuantizationConfig.from_dict
-    reads them) and the two load flags."""
-    load4 = q.flag("load_in_4bit", "_load_in_4bit", default=False)
-    load8 = q.flag("load_in_8bit", "_load_in_8bit", default=False)
-    method = q.text("quant_method", default=None)
-    if load4 or load8:
-        if method not in (None, "bitsandbytes"):
-            raise ConfigError(_QUANT_FIELD, f"{method!r} contradicts load_in_{'4' if load4 else '8'}bit=true "
-                              "(a bitsandbytes setting)", source=q.src)
-        method = "bitsandbytes"
-    if method is None:
-        raise ConfigError(_QUANT_FIELD, f"missing; cannot tell the checkpoint's storage format (supported: "
-                          f"{_QUANT_SUPPORTED})", source=q.src)
-    return method, load4, load8
-
-
-def _keeps_only_lm_head(q: _Reader, *keys: str) -> None:
-    """The modules the checkpoint keeps unquantized (under ``keys``) must be ones the catalogue keeps in 16 bits."""
-    for key in keys:
-        mods = q.cfg.get(key)
-        if mods is None or mods == []:
-            continue
-        if not isinstance(mods, list) or not all(isinstance(m, str) for m in mods):
-            raise q.error(key, f"must be a list of module names, got {_short(mods)}")
-        extra = [m for m in mods if m.split(".")[-1] not in _UNQUANTIZED_OK]
-        if extra:
-            raise q.error(key, f"keeps {_short(extra)} unquantized, which the precision catalogue's formats do "
-                               "not model (they keep embeddings, lm_head, norms, biases and routers in 16 bits)")
-
-
-def _group_format(q: _Reader, kind: str, bits: int, group: int) -> str:
-    """The catalogue's ``{kind}-{bits}bit-g{group}`` format (bits 2, 3, 4 or 8; a positive group size)."""
-    if bits not in (2, 3, 4, 8):
-        raise q.error("bits", f"got {bits}; the precision catalogue's {kind} formats take 2, 3, 4 or 8 bits")
-    if group == -1:
-        raise q.error("group_size", "-1 (one group per column) is not in the precision catalogue; its "
-                      f"{kind} formats need a group size such as 32, 64 or 128")
-    if group <= 0:
-        raise q.error("group_size", f"got {group}; must be a positive group size or -1")
-    return get_precision(f"{kind}-{bits}bit-g{group}", field=_QUANT_FIELD).name
-
-
-def _signed(q: _Reader, key: str, *more: str, default: Any = _MISSING) -> int:
-    """An integer that may be negative (group_size may be -1)."""
-    return q.integer(key, *more, default=default, minimum=-(2**31))
-
-
-def _gptq_format(q: _Reader) -> str:
-    """GPTQConfig(bits, group_size=128, format="gptq"; legacy checkpoint_format), every module quantized."""
-    bits = q.integer("bits", why="GPTQConfig has no default for it")
-    group = _signed(q, "group_size", default=128)
-    fmt = q.text("checkpoint_format", "format", default="gptq")
-    if fmt not in ("gptq", "gptq_v2"):
-        raise q.error("checkpoint_format", f"{fmt!r} packs differently from the catalogue's gptq formats "
-                                           "(supported: 'gptq', 'gptq_v2')")
-    for key in ("modules_in_block_to_quantize", "dynamic"):
-        if q.cfg.get(key) not in (None, [], {}):
-            raise q.error(key, "quantizes only some modules, which the precision catalogue does not model")
-    _keeps_only_lm_head(q, "modules_to_not_convert")
-    return _group_format(q, "gptq", bits, group)
-
-
-def _awq_format(q: _Reader) -> str:
-    """AwqConfig(bits=4, group_size=128, zero_point=True, format/version="gemm"); AutoAWQ's w_bit, q_group_size."""
-    bits = q.integer("bits", "w_bit", default=4)
-    group = _signed(q, "group_size", "q_group_size", default=128)
-    if not q.flag("zero_point", default=True):
-        raise q.error("zero_point", "false (no zero points) is not in the precision catalogue, whose awq formats "
-                                    "store a zero point per group")
-    fmt = q.text("version", "format", default="gemm")
-    if fmt != "gemm":
-        raise q.error("version", f"{fmt!r} pads or packs differently from the catalogue's awq formats "
-                                 "(supported: 'gemm')")
-    _keeps_only_lm_head(q, "modules_to_not_convert")
-    return _group_format(q, "awq", bits, group)
-
-
-def _bitsandbytes_format(q: _Reader, load4: bool, load8: bool) -> str:
-    """bitsandbytes 4-bit: nf4 or nf4-dq (FP4 stores the same bytes); 8-bit has no exact format."""
-    if load4 and load8:  # BitsAndBytesConfig raises for both
-        raise ConfigError("quantization_config.load_in_4bit/load_in_8bit", "both are true; only one can be",
-                          source=q.src)
-    if load8:
-        raise q.error("load_in_8bit", "bitsandbytes 8-bit (LLM.int8: int8 weights, fp32 row scales, 16-bit "
-                      "embeddings) has no exact format in the precision catalogue, whose 'int8' stores every "
-                      "tensor in 8 bits; pass weights='int8' for that idealised figure (supported: "
-                      f"{_QUANT_SUPPORTED})")
-    if not load4:
-        raise q.error("load_in_4bit", "neither load_in_4bit nor load_in_8bit is true; cannot tell the storage")
-    qtype = q.text("bnb_4bit_quant_type", default="fp4")  # BitsAndBytesConfig default
-    if qtype not in ("nf4", "fp4"):
-        raise UnknownNameError(f"{q.src}: quantization_config.bnb_4bit_quant_type", qtype, ("nf4", "fp4"))
-    double = q.flag("bnb_4bit_use_double_quant", default=False)
-    _keeps_only_lm_head(q, "llm_int8_skip_modules", "modules_to_not_convert")
-    # FP4 and NF4 differ only in the 16-value code book: both store 4-bit codes in blocks of 64 with an fp32
-    # absmax (bitsandbytes quantize_4bit, blocksize 64), so both are priced as the catalogue's nf4 / nf4-dq.
-    return "nf4-dq" if double else "nf4"
-
-
-def _unpriced_method(method: str, src: str) -> ConfigError:
-    """The one-line refusal of a quantization method the catalogue has no exact format for (close matches for an
-    unknown name)."""
-    if method in ("fp8", "fbgemm_fp8", "mxfp8"):
-        return ConfigError(_QUANT_FIELD, f"{method!r}: FP8 checkpoints keep embeddings and lm_head in 16 bits and "
-                           "carry scales, which the catalogue's fp8-e4m3 (every tensor in 8 bits) does not; not priced "
-                           f"as shipped (supported: {_QUANT_SUPPORTED})", source=src)
-    if method in _QUANT_KNOWN:
-        return ConfigError(_QUANT_FIELD, f"{method!r} has no exact format in the precision catalogue (supported: "
-                           f"{_QUANT_SUPPORTED})", source=src)
-    import difflib
-
-    close = difflib.get_close_matches(method, _QUANT_KNOWN, n=3, cutoff=0.6)
-    hint = f"did you mean {', '.join(repr(c) for c in close)}? " if close else ""
-    return ConfigError(_QUANT_FIELD, f"unknown method {_short(method)}; {hint}supported: {_QUANT_SUPPORTED}",
-                       source=src)
 
 
 # --- the catalogue ------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any
 import sympy as sp
 
 from ..core.errors import InvalidValueError, UnknownNameError
-from ..core.portable import ev_mean, portable, q, share, shared
+from ..core.portable import ev_mean, portable, q, raise_problem, share, shared
 
 # GGML block types: bytes per block / weights per block (llama.cpp ggml-common.h block structs)
 GGML_BITS: dict[str, Fraction] = {
@@ -34,6 +34,8 @@ GGML_BITS: dict[str, Fraction] = {
 
 WEIGHT_KINDS = ("embed", "pos_embed", "lm_head", "attn_q", "attn_k", "attn_v", "attn_o",
                 "mlp_gate", "mlp_up", "mlp_down", "router", "norm", "bias")
+GGUF_UNMODELLED_KINDS = ("attn_kv_a", "attn_kv_b", "ssm_in", "ssm_conv", "ssm_out")
+"""Tensor kinds of MLA and Mamba layers, whose GGUF types (llama.cpp's rules for them) are not modelled."""
 """Tensor kinds a :class:`~vramlib.catalog.models.ModelSpec` reports in ``param_groups()``."""
 LINEAR_KINDS = ("attn_q", "attn_k", "attn_v", "attn_o", "mlp_gate", "mlp_up", "mlp_down")
 
@@ -121,6 +123,28 @@ for _name, _gg, _desc in [
     _add(Precision(_name, GGML_BITS[_base_type], _desc,
                    "llama.cpp: ggml block structs and llama_tensor_get_type (mix rules)",
                    keeps=(("norm", 32), ("bias", 32), ("router", 32)), gguf=_gg))
+
+# Block-scaled 4- and 8-bit floats (the 2025-26 checkpoints): the OCP Microscaling spec's MXFP4 (32 FP4 E2M1
+# elements share one E8M0 scale: 4 + 8/32 bits), NVIDIA's NVFP4 (16 FP4 E2M1 elements share one FP8 E4M3 scale,
+# 4 + 8/16 bits, plus one fp32 scale per tensor, left out: 4 bytes a tensor) and DeepSeek-V3's FP8 E4M3 weights with
+# one fp32 scale per 128 x 128 block (8 + 32/16384 bits; a side that is not a multiple of 128 adds a partial row or
+# column of blocks, left out: DeepSeek-V3's kv_a_proj_with_mqa, 576 rows, stores 5 block rows for 4.5).
+MXFP4_BITS = Fraction(4) + Fraction(8, 32)
+NVFP4_BITS = Fraction(4) + Fraction(8, 16)
+FP8_BLOCK128_BITS = Fraction(8) + Fraction(32, 128 * 128)
+_KEEP16_ATTENTION = _KEEP16 + tuple((k, 16) for k in ("attn_q", "attn_k", "attn_v", "attn_o", "attn_kv_a",
+                                                        "attn_kv_b"))
+_add(Precision("mxfp4", MXFP4_BITS, "MXFP4: blocks of 32 FP4 (E2M1) with a shared 8-bit (E8M0) scale",
+               "OCP Microscaling Formats (MX) v1.0", keeps=_KEEP16))
+_add(Precision("mxfp4-moe", MXFP4_BITS, "MXFP4 routed experts, everything else (attention, router, embeddings, "
+               "LM head) in 16 bits: GPT-OSS as shipped", "OpenAI gpt-oss model card; OCP MX v1.0", keeps=_KEEP16_ATTENTION))
+_add(Precision("nvfp4", NVFP4_BITS, "NVFP4: blocks of 16 FP4 (E2M1) with an FP8 (E4M3) scale",
+               "NVIDIA TensorRT Model Optimizer; NVIDIA Blackwell", keeps=_KEEP16,
+               overhead_note="one fp32 scale per tensor (4 bytes) left out"))
+_add(Precision("fp8-block128", FP8_BLOCK128_BITS, "FP8 E4M3 weights, one fp32 scale per 128 x 128 block: "
+               "DeepSeek-V3 as shipped", "DeepSeek-AI 2024, DeepSeek-V3 technical report (fine-grained quantization)",
+               keeps=_KEEP16, is_float=True,
+               overhead_note="a tensor side that is not a multiple of 128 stores a partial block more, left out"))
 
 _GROUP_RE = re.compile(r"^(gptq|awq)-(\d)bit-g(\d+)$")
 
@@ -218,7 +242,8 @@ def precision_view(prec: Precision) -> dict:
             "gguf": prec.gguf, "is_float": prec.is_float, "bytes_per_element": prec.bytes_per_element}
 
 
-share(GGUF_LAYER_BITS={f"{mix}|{kind}": e for (mix, kind), e in GGUF_LAYER_BITS.items()}, GGML_BITS=dict(GGML_BITS))
+share(GGUF_LAYER_BITS={f"{mix}|{kind}": e for (mix, kind), e in GGUF_LAYER_BITS.items()}, GGML_BITS=dict(GGML_BITS),
+      GGUF_UNMODELLED_KINDS=list(GGUF_UNMODELLED_KINDS))
 
 
 @portable
@@ -233,6 +258,9 @@ def bits_of(p, kind, n_layers, gqa, n_experts):
         return q(shared("GGML_BITS")["q8_0" if p["gguf"] == "q8_0" else "q6_k"])
     if kind in ("embed", "pos_embed"):
         return q(p["bits"])
+    if kind in shared("GGUF_UNMODELLED_KINDS"):
+        raise_problem(["weights", p["name"], "GGUF types of " + kind + " tensors (multi-head latent attention, "
+                       "Mamba) are not modelled; pick a non-GGUF format"])
     return ev_mean("GGUF_LAYER_BITS", p["gguf"] + "|" + kind, n_layers, {"n_l": n_layers, "gqa": gqa, "n_x": n_experts})
 
 

@@ -17,24 +17,44 @@ import sympy as sp
 from sympy.printing.pycode import PythonCodePrinter
 
 from .symbols import (
-    B, E, L, M, N_q, N_t, N_u, P, R, S_shard, T, V, W, b_a, b_g, b_kv, b_m, b_o, b_w, beta_mlp, beta_norm,
-    beta_o, beta_qkv, bits_q, bits_u, d, e_att, f, g, h, n_gpu, n_h, n_kv, n_mlp, n_norm, r, tied,
+    B, E, L, M, N_q, N_t, N_u, P, R, S_shard, T, V, W, b_a, b_g, b_kv, b_m, b_o, b_w, beta_cb, beta_mlp, beta_mn,
+    beta_norm, beta_o, beta_pb, beta_qkf, beta_qkh, beta_qkv, beta_rb, beta_sink, bits_q, bits_u, c_kv, d, d_in, d_r,
+    d_s, d_v, e_att, f, f_s, g, h, k_c, n_g, n_gpu, n_h, n_kv, n_mlp, n_norm, n_s, n_sh, q_r, r, tied, z_att, z_mla,
+    z_qr, z_sg, z_ssm, w, blk, n_bt, K_tok, K_seq, b_ssm,
 )
 
 # --- parameters (chapters 1-5, 13; the catalogue counts are checked against transformers) -------------
+_MLP_WIDTH = n_mlp * f + n_s * f_s
+"""Total intermediate width of a layer's MLPs: n_mlp of width f (1 dense MLP, or the E routed experts; k of them for
+the active count) and n_s shared experts of width f_s."""
+_CONV_DIM = d_in + 2 * n_g * d_s
+"""Channels of the Mamba-2 causal convolution: x, B and C."""
+
 LAYER_GROUPS: dict[str, sp.Expr] = {
-    "attn_q": h * n_h * d,
-    "attn_k": h * n_kv * d,
-    "attn_v": h * n_kv * d,
-    "attn_o": n_h * d * h,
-    "mlp_gate": n_mlp * g * h * f,
-    "mlp_up": n_mlp * h * f,
-    "mlp_down": n_mlp * f * h,
-    "router": E * h,
-    "norm": n_norm * h * (1 + beta_norm),
-    "bias": beta_qkv * d * (n_h + 2 * n_kv) + beta_o * h + n_mlp * beta_mlp * ((1 + g) * f + h),
+    "attn_q": z_att * h * n_h * d + z_mla * ((1 - z_qr) * h * n_h * d + q_r * (h + n_h * d)),
+    "attn_k": z_att * h * n_kv * d,
+    "attn_v": z_att * h * n_kv * d,
+    "attn_kv_a": z_mla * h * (c_kv + d_r),
+    "attn_kv_b": z_mla * c_kv * n_h * (d - d_r + d_v),
+    "attn_o": z_att * n_h * d * h + z_mla * n_h * d_v * h,
+    "ssm_in": z_ssm * h * (d_in + _CONV_DIM + n_sh),
+    "ssm_conv": z_ssm * _CONV_DIM * (k_c + beta_cb),
+    "ssm_out": z_ssm * d_in * h,
+    "mlp_gate": g * h * _MLP_WIDTH,
+    "mlp_up": h * _MLP_WIDTH,
+    "mlp_down": _MLP_WIDTH * h,
+    "router": E * h + beta_rb * E + z_sg * h,
+    "norm": n_norm * h * (1 + beta_norm) + beta_qkh * 2 * d + beta_qkf * (n_h + n_kv) * d + z_mla * (q_r + c_kv)
+            + z_ssm * beta_mn * d_in,
+    "bias": beta_qkv * d * (n_h + 2 * n_kv) + beta_o * h + beta_mlp * ((1 + g) * _MLP_WIDTH + (n_mlp + n_s) * h)
+            + beta_sink * n_h + z_ssm * (3 * n_sh + beta_pb * (d_in + _CONV_DIM + n_sh + h)),
 }
-"""Parameters of one decoder layer by tensor kind (GQA attention, n_mlp MLPs/experts, router, norms, biases)."""
+"""Parameters of one decoder layer by tensor kind. A layer's token mixer is GQA attention (z_att: q/k/v/o, MHA to
+MQA), multi-head latent attention (z_mla: q_proj or q_a + q_b, kv_a_proj_with_mqa, kv_b_proj, o_proj; DeepSeek-V2/V3)
+or a Mamba-2 state-space mixer (z_ssm: in_proj, conv1d, out_proj; dt_bias, A_log and D in ``bias``), or none; its MLP
+is n_mlp MLPs of width f (a dense MLP, or the routed experts) plus n_s shared experts of width f_s, or none; router
+(with its bias and Qwen2-MoE's shared-expert gate), norms (with q/k norms and MLA's latent norms) and biases (with
+attention sinks). :meth:`vramlib.catalog.models.ModelSpec.layer_kinds` gives each layer's values."""
 
 MODEL_GROUPS: dict[str, sp.Expr] = {
     "embed": V * h,
@@ -44,17 +64,31 @@ MODEL_GROUPS: dict[str, sp.Expr] = {
 }
 """Parameters outside the layers: embeddings, learned positions, LM head unless tied, final norm."""
 
-ATTN_PARAMS = sum((LAYER_GROUPS[k] for k in ("attn_q", "attn_k", "attn_v", "attn_o")), sp.Integer(0))
-"""Q, K, V, O projection weights of one layer (biases are in LAYER_GROUPS['bias'])."""
+GQA_LAYER = {z_att: 1, z_mla: 0, q_r: 0, z_qr: 0, c_kv: 0, d_r: 0, d_v: 0, beta_qkh: 0, beta_qkf: 0, beta_sink: 0,
+             n_s: 0, f_s: 0, beta_rb: 0, z_sg: 0, z_ssm: 0, d_in: 0, n_g: 0, d_s: 0, n_sh: 0, k_c: 0, beta_cb: 0,
+             beta_pb: 0, beta_mn: 0}
+"""The values that make LAYER_GROUPS the classic layer (GQA attention, n_mlp MLPs of width f): the 2023 models'
+formulas, as chapters display them."""
 
-MLP_PARAMS = (LAYER_GROUPS["mlp_gate"] + LAYER_GROUPS["mlp_up"] + LAYER_GROUPS["mlp_down"]).subs(n_mlp, 1)
+ATTN_PARAMS = sum((LAYER_GROUPS[k] for k in ("attn_q", "attn_k", "attn_v", "attn_o")), sp.Integer(0)).subs(GQA_LAYER)
+"""Q, K, V, O projection weights of one GQA layer (biases are in LAYER_GROUPS['bias'])."""
+
+MLP_PARAMS = (LAYER_GROUPS["mlp_gate"] + LAYER_GROUPS["mlp_up"] + LAYER_GROUPS["mlp_down"]).subs({n_mlp: 1, n_s: 0})
 """One MLP (one expert): up and down projections, plus the gate when g = 1."""
 
 LAYER_PARAMS = sum(LAYER_GROUPS.values(), sp.Integer(0))
-"""One decoder layer."""
+"""One decoder layer (any kind: evaluate with the layer kind's values)."""
 
 N_PARAMS = sum(MODEL_GROUPS.values(), sp.Integer(0)) + L * LAYER_PARAMS
-"""Whole model; the catalogue's counts equal transformers' (tests/test_models.py)."""
+"""A model of L layers of one kind; a model of several kinds sums LAYER_PARAMS per kind (ModelSpec.param_groups).
+The catalogue's counts equal transformers' (tests/test_models.py, tools/measure/architectures.py)."""
+
+UNIFORM_LAYER = {**{k: v for k, v in GQA_LAYER.items() if k not in (n_s, f_s)}, f_s: f}
+"""The classic layer with shared experts of the routed experts' width: the one layer kind the single-layer
+calculations (plans, sharding, design levers) model; their expressions are written for it."""
+
+N_PARAMS_UNIFORM = N_PARAMS.subs(UNIFORM_LAYER)
+"""N_PARAMS of L layers of the one uniform kind, as chapter 13 displays it and the design levers solve it."""
 
 LORA_IN_OUT: dict[str, sp.Expr] = {
     "q_proj": h + n_h * d, "k_proj": h + n_kv * d, "v_proj": h + n_kv * d, "o_proj": n_h * d + h,
@@ -76,6 +110,36 @@ KV_CACHE_BYTES = 2 * L * n_kv * d * b_kv * T * B
 KV_BYTES_PER_TOKEN = KV_CACHE_BYTES.subs({T: 1, B: 1})
 """KV cache of one token of one sequence."""
 
+KV_LAYER_ELEMENTS = z_att * 2 * n_kv * d + z_mla * (c_kv + d_r)
+"""Elements one token adds to one attention layer's cache: a key and a value per KV head (GQA), or MLA's compressed
+latent and its shared RoPE key, one of each per token (DeepSeek-V2/V3: transformers' ``cache.update(k_nope, k_pe)``
+"while the latent KV is still compressed"; vLLM's MLAAttentionSpec, one head of kv_lora_rank + qk_rope_head_dim)."""
+
+KV_TOKENS_HELD: dict[str, sp.Expr] = {
+    "transformers|full": T,
+    "transformers|sliding": sp.Min(T, w - 1),
+    "transformers|chunked": sp.Min(T, w - 1),
+    "vllm|full": blk * sp.ceiling(T / blk),
+    "vllm|sliding": blk * (sp.ceiling(sp.Min(w - 1 + n_bt, T) / blk) + 1),
+    "vllm|chunked": blk * sp.ceiling(sp.Min(w + n_bt, T) / blk),
+    "every-token|full": T,
+    "every-token|sliding": T,
+    "every-token|chunked": T,
+}
+"""Tokens of a T-token sequence one layer's cache holds, by runtime and layer kind (w: the window or chunk).
+transformers 5.24 (cache_utils.py): a DynamicLayer keeps every token; sliding and chunked layers are both a
+DynamicSlidingWindowLayer of w (``sliding_window`` or ``attention_chunk_size``), which keeps "the last
+``sliding_window - 1`` tokens (or all of them if lower than that)". vLLM (v1/kv_cache_interface.py,
+``max_memory_usage_bytes`` with max_model_len = T, the figure its KV-capacity and concurrency checks use): whole
+blocks of blk tokens; a sliding layer holds w - 1 + n_bt tokens (the window plus one scheduled step) and one block
+more, a chunked layer w + n_bt. ``every-token``: a runtime that ignores windows and chunks."""
+
+SSM_STATE_BYTES = (d_in + 2 * n_g * d_s) * k_c * b_kv + d_in * d_s * b_ssm
+"""Bytes of one Mamba-2 layer's state, once per sequence whatever its length (transformers 5.24's
+LinearAttentionLayer): the convolution window over x, B and C (k_c columns of d_in + 2 n_g d_s channels, in the cache
+dtype) and the recurrent state, n_sh heads x head dim x d_s = d_in x d_s, in the dtype of the chunked scan's final
+state: fp32 (b_ssm = 4) whatever the model's dtype (measured: tools/measure/architectures.py, tiny/bamba)."""
+
 KV_BUDGET_BYTES = M - W - R
 """What is left for the KV cache after the weights and the reserve (chapter 1's "17 GB")."""
 
@@ -88,6 +152,10 @@ _SOLVED = {
     "MAX_TOKENS_KV_ONLY": lambda: sp.solve(sp.Eq(M, INFERENCE_KV_ONLY), T)[0],
     # Sequences of T tokens whose KV cache fills M (then floored): chapters 7, 8.
     "MAX_BATCH_KV_ONLY": lambda: sp.solve(sp.Eq(M, INFERENCE_KV_ONLY), B)[0],
+    # The same two for any layer stack: K_tok bytes per token where the cache grows linearly (every layer full
+    # attention), K_seq bytes per whole sequence otherwise (windows, chunks, Mamba states: ModelSpec.layer_kinds).
+    "MAX_TOKENS_PER_TOKEN_BYTES": lambda: sp.solve(sp.Eq(M, W + K_tok * T * B + R), T)[0],
+    "MAX_BATCH_PER_SEQUENCE_BYTES": lambda: sp.solve(sp.Eq(M, W + K_seq * B + R), B)[0],
     # Parameters whose weights fill M - R at b_q bits each (chapter 5: 24 GB / 0.5 B = 48B).
     "MAX_PARAMS": lambda: sp.solve(sp.Eq(M - R, WEIGHTS_BYTES.subs(N_u, 0)), N_q)[0],
     # GPUs needed when S bytes split evenly and R bytes are replicated on every GPU (then ceiling).

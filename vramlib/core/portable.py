@@ -288,7 +288,8 @@ def round_even(x) -> int:
 
 
 RUNTIME = ("fmt_fixed", "fmt_g", "escape", "round_even", "infinity", "ev", "ev_mean", "shared", "q", "q_decimal", "q_add",
-           "q_sub", "q_mul", "q_div", "q_ceil", "q_floor", "q_int", "q_round", "q_cmp", "q_is_zero", "q_float")
+           "q_sub", "q_mul", "q_div", "q_ceil", "q_floor", "q_int", "q_round", "q_cmp", "q_is_zero", "q_float",
+           "raise_problem")
 """The names portable code may call besides other portable functions (``core.js`` defines their JS side)."""
 
 __all__ = ["Fields", "PORTABLE", "RUNTIME", "SHARED_CONSTANTS", "SHARED_EXPRESSIONS", "escape", "ev", "ev_mean", "fmt_fixed",

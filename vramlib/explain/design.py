@@ -5,7 +5,7 @@ lever of a base shape at a time and reports, for each variant, what the memory a
 
 * **GQA / MQA** (``n_kv_heads``): KV cache per token, so the longest context and the concurrent sequences;
 * **depth vs width at equal parameters**: for a hidden size ``h``, the layer count that keeps the parameter
-  count ``N`` is solved with sympy from :data:`vramlib.core.formulas.N_PARAMS` (``LAYERS_AT_EQUAL_PARAMS``);
+  count ``N`` is solved with sympy from :data:`vramlib.core.formulas.N_PARAMS_UNIFORM` (``LAYERS_AT_EQUAL_PARAMS``);
   wider-and-shallower means fewer ``L x h`` products, so less KV cache and fewer activations per token;
 * **FFN ratio** at equal parameters: a wider MLP buys fewer layers;
 * **MoE experts**: total parameters (memory) against active parameters (compute per token).
@@ -39,7 +39,7 @@ from ..core.portable import ev, fmt_fixed, portable, q_round, raise_problem, sha
 
 _SOLVED = {
     # Layers that give N parameters for the other dimensions (N_PARAMS is linear in L): chapter 13.
-    "LAYERS_AT_EQUAL_PARAMS": lambda: sp.solve(sp.Eq(N, F.N_PARAMS), L)[0],
+    "LAYERS_AT_EQUAL_PARAMS": lambda: sp.solve(sp.Eq(N, F.N_PARAMS_UNIFORM), L)[0],
 }
 
 

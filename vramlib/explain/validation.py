@@ -145,6 +145,14 @@ def param_rows() -> list[Row]:
     return [Row("parameters", k, v["n_params"], get_model(k).n_params) for k, v in sorted(d["models"].items())]
 
 
+def active_param_rows() -> list[Row]:
+    """Every catalogue MoE model: the parameters one token touches in transformers' model (routed experts x top_k /
+    E, everything else whole) against ``ModelSpec.n_active_params``."""
+    d = load_measured("param_counts")
+    return [Row("active parameters", k, v["n_active_params"], get_model(k).n_active_params)
+            for k, v in sorted(d["models"].items()) if "n_active_params" in v]
+
+
 def _tiny_spec(row: dict) -> ModelSpec:
     return ModelSpec.from_hf_config(row["hf_config"], name=row["model"])
 
@@ -168,17 +176,19 @@ def kv_config_rows() -> list[Row]:
 
 
 def kv_sliding_rows() -> list[dict]:
-    """Sliding-window layers past the window: measured, vramlib's full-context count, the windowed count."""
+    """Sliding-window layers past the window: measured, vramlib (transformers' rule: the window on sliding layers)
+    and what a runtime that ignores the window would hold (``runtime="every-token"``)."""
     out = []
     for r in load_measured("kv_cache")["rows"]:
         if r["part"] != "sliding":
             continue
         model = r["model"] if r["id"].startswith("sliding/") else _tiny_spec(r)
-        full = kv_cache_bytes(model, tokens=r["tokens"], batch=r["batch"], dtype=r["dtype"])
+        pred = kv_cache_bytes(model, tokens=r["tokens"], batch=r["batch"], dtype=r["dtype"])
+        every = kv_cache_bytes(model, tokens=r["tokens"], batch=r["batch"], dtype=r["dtype"], runtime="every-token")
         out.append({"id": r["id"], "tokens": r["tokens"], "window": r["sliding_window"],
-                    "sliding layers": r["sliding_layers"], "measured": r["bytes"], "vramlib (full context)": full,
-                    "windowed count": r["predicted_windowed"], "storage held": r.get("storage_bytes"),
-                    "vramlib error %": 100 * relative_error(full, r["bytes"])})
+                    "sliding layers": r["sliding_layers"], "measured": r["bytes"], "vramlib": pred,
+                    "every token kept": every, "storage held": r.get("storage_bytes"),
+                    "vramlib error %": 100 * relative_error(pred, r["bytes"])})
     return out
 
 
@@ -650,7 +660,7 @@ __all__ = [
     "RELATIVE_ERROR", "activation_coefficient", "activation_configs", "activation_rows", "lora_saved_summary", "lora_saved_table", "MOE_LORA_MERGED_BYTES", "moe_lora_merged_bytes",
     "relative_error", "autocast_weight_cast_bytes_per_param", "available_measurements",
     "catalogue_exact", "component_rows", "component_summary", "convention_table", "error_bars", "error_stats",
-    "kv_config_rows", "kv_rows", "kv_sliding_rows", "load_measured", "load_published", "lora_param_rows",
+    "active_param_rows", "kv_config_rows", "kv_rows", "kv_sliding_rows", "load_measured", "load_published", "lora_param_rows",
     "lora_saved_rows", "model_states_comparison", "optimizer_rows", "parity_plot", "provenance", "published_compute",
     "published_entry", "published_measured", "published_prediction", "published_predictions",
     "published_rows",

@@ -11,12 +11,14 @@ import sympy as sp
 from ..core import formulas as F
 from .breakdown import Breakdown
 from ..core.errors import InvalidValueError, check_choice, check_positive_int, checked_call
-from ..catalog.models import ModelSpec, get_model, param_groups_of, weight_params_of
-from ..catalog.precision import bits_of, get_precision, kv_bytes_per_element, precision_view
+from ..catalog.models import ModelSpec, get_model, param_groups_of, params_of, weight_params_of
+from ..catalog.precision import FP32_BYTES, bits_of, get_precision, kv_bytes_per_element, precision_view
 from ..core.symbols import S_shard, n_gpu, n_kv
 from ..core.units import parse_memory
 from ..core.signatures import arg, keywords_through, signature
-from ..core.portable import Fields, ev, fmt_fixed, portable, q, q_add, q_ceil, q_div, q_mul, raise_problem, share
+from ..core.settings import Settings, settings_class
+from dataclasses import dataclass
+from ..core.portable import Fields, ev, fmt_fixed, portable, q, q_add, q_ceil, q_div, q_mul, raise_problem, share, shared
 
 ATTENTION = ("eager", "sdpa", "flash")
 
@@ -64,7 +66,7 @@ def weights_parts(m, p):
     nominal-size shape (nominal x bits, as the source computes); else the raw quantized bits, the quantization
     constants and the unquantized tensors the format keeps (a GGUF mix reports its layers' types as one figure)."""
     if m["spec"]["nominal_params"] is not None or (not p["keeps"] and p["gguf"] is None):
-        n = weight_params_of(m["spec"], q_ceil(ev("N_PARAMS", None, m["sym"])))
+        n = weight_params_of(m["spec"], params_of(m))
         return [["weights", q_ceil(ev("WEIGHTS_BYTES", None, {"N_q": n, "b_q": p["bits"], "N_u": 0, "b_u": 0}))]]
     gqa = m["spec"]["n_heads"] // m["spec"]["n_kv_heads"]
     n_q = 0
@@ -154,23 +156,111 @@ def weights_bytes(model: ModelSpec | str, dtype: str = "fp16") -> int:
     return sum(weights_detail(model, dtype).values())
 
 
+KV_RUNTIMES = ("transformers", "vllm", "every-token")
+"""How a runtime holds each layer's KV cache (formulas.KV_TOKENS_HELD): transformers' DynamicCache, vLLM's paged
+allocator, or a runtime that ignores sliding windows and chunks (every layer keeps every token)."""
+
+
+@settings_class
+@dataclass(frozen=True)
+class CacheRule(Settings):
+    """The runtime whose KV-cache rule :func:`kv_cache_bytes` follows (KV_RUNTIMES) and vLLM's two settings the rule
+    reads: ``block_size`` (tokens per block, 16 by default) and ``max_num_batched_tokens`` (tokens one step schedules:
+    a sliding layer holds its window plus one step; 2048 is ``vllm serve``'s default on cards under 70 GiB,
+    vllm/engine/arg_utils.py). Chapters 1, 5, 7."""
+
+    runtime: str = "transformers"
+    block_size: int = 16
+    max_num_batched_tokens: int = 2048
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "runtime", check_choice("runtime", self.runtime, KV_RUNTIMES))
+        object.__setattr__(self, "block_size", check_positive_int("block_size", self.block_size))
+        object.__setattr__(self, "max_num_batched_tokens",
+                           check_positive_int("max_num_batched_tokens", self.max_num_batched_tokens))
+
+
+def cache_rule(runtime: "str | CacheRule") -> CacheRule:
+    """A CacheRule from a runtime name or a CacheRule (one-line error otherwise)."""
+    if isinstance(runtime, CacheRule):
+        return runtime
+    if not isinstance(runtime, str):
+        raise InvalidValueError("runtime", runtime, f"give one of {', '.join(KV_RUNTIMES)} or a CacheRule")
+    return CacheRule(runtime=runtime)
+
+
 def kv_bytes_per_token(model: ModelSpec | str, dtype: str = "fp16") -> int:
-    """KV cache of one token of one sequence: 2 x layers x KV heads x head dim x bytes."""
-    return kv_cache_bytes(model, tokens=1, batch=1, dtype=dtype)
+    """KV cache one token of one sequence adds while every layer still holds it (2 x KV heads x head dim x bytes per
+    GQA layer, MLA's latent per MLA layer); Mamba layers add nothing per token."""
+    m = get_model(model)
+    return kv_bytes(m.view(), 1, 1, kv_bytes_per_element(dtype), _rule_view(CacheRule()), False)
 
 
-def kv_cache_bytes(model: ModelSpec | str, tokens: int, batch: int = 1, dtype: str = "fp16") -> int:
-    """KV cache for ``batch`` sequences of ``tokens`` tokens (evaluates formulas.KV_CACHE_BYTES)."""
+def kv_cache_bytes(model: ModelSpec | str, tokens: int, batch: int = 1, dtype: str = "fp16",
+                   runtime: "str | CacheRule" = "transformers") -> int:
+    """KV cache (and Mamba state) of ``batch`` sequences of ``tokens`` tokens, layer by layer as ``runtime`` holds it
+    (KV_TOKENS_HELD: a name from KV_RUNTIMES or a CacheRule). Full layers hold every token, sliding and chunked
+    layers their window, MLA layers the latent (KV_LAYER_ELEMENTS), Mamba layers a fixed state per sequence
+    (SSM_STATE_ELEMENTS). A uniform full-attention model gives formulas.KV_CACHE_BYTES under transformers."""
     m = get_model(model)
     tokens, batch = check_positive_int("tokens", tokens), check_positive_int("batch", batch)
-    return kv_bytes(Fields(m), tokens, batch, kv_bytes_per_element(dtype))
+    rule = cache_rule(runtime)
+    return kv_bytes(m.view(), tokens, batch, kv_bytes_per_element(dtype), _rule_view(rule), True)
+
+
+def _rule_view(rule: CacheRule) -> dict:
+    return {"runtime": rule.runtime, "block": rule.block_size, "batched": rule.max_num_batched_tokens}
+
+
+share(KV_LAYER_ELEMENTS=F.KV_LAYER_ELEMENTS, KV_TOKENS_HELD=F.KV_TOKENS_HELD, SSM_STATE_BYTES=F.SSM_STATE_BYTES,
+      DEFAULT_CACHE_RULE=_rule_view(CacheRule()), SSM_STATE_DTYPE_BYTES=FP32_BYTES)
 
 
 @portable
-def kv_bytes(spec, tokens, batch, b_kv):
-    """KV_CACHE_BYTES of ``batch`` sequences of ``tokens`` tokens at ``b_kv`` bytes per element, rounded up."""
-    return q_ceil(ev("KV_CACHE_BYTES", None, {"L": spec["n_layers"], "n_kv": spec["n_kv_heads"],
-                                              "d_head": spec["head_dim"], "b_kv": b_kv, "T": tokens, "B": batch}))
+def kv_bytes(m, tokens, batch, b_kv, rule, states):
+    """KV cache of ``batch`` sequences of ``tokens`` tokens at ``b_kv`` bytes per element under ``rule`` (``runtime``,
+    ``block``, ``batched``), summed over the layer kinds, rounded up; ``states``: add the Mamba layers' state."""
+    return q_ceil(q_mul(kv_sequence_bytes(m, tokens, b_kv, rule, states), q(batch)))
+
+
+@portable
+def kv_sequence_bytes(m, tokens, b_kv, rule, states):
+    """The exact (unrounded) KV cache of one sequence of ``tokens`` tokens: KV_TOKENS_HELD x KV_LAYER_ELEMENTS x
+    ``b_kv`` per attention layer, SSM_STATE_BYTES per Mamba layer (when ``states``). transformers caches Falcon's
+    new-architecture keys and values per query head (``cache_heads``)."""
+    total = q(0)
+    s = m["spec"]
+    for k in m["layers"]:
+        if k[1] == "mamba" and states:
+            if rule["runtime"] == "vllm":
+                raise_problem(["runtime", "vllm", s["name"] + ": Mamba states are modelled as transformers holds "
+                               "them (vLLM pads hybrid models' pages to one size); use runtime='transformers'"])
+            vals = dict(k[3])
+            vals["b_kv"] = b_kv
+            vals["b_ssm"] = shared("SSM_STATE_DTYPE_BYTES")
+            total = q_add(total, q_mul(q(k[0]), ev("SSM_STATE_BYTES", None, vals)))
+        elif k[1] in ("full", "sliding", "chunked"):
+            w = s["sliding_window"] if k[1] == "sliding" else (s["attention_chunk"] if k[1] == "chunked" else 1)
+            held = ev("KV_TOKENS_HELD", rule["runtime"] + "|" + k[1],
+                      {"T": tokens, "w": w, "blk": rule["block"], "n_bt": rule["batched"]})
+            vals = k[3]
+            if s["cache_heads"] and rule["runtime"] == "transformers":
+                vals = dict(k[3])
+                vals["n_kv"] = s["cache_heads"]
+            total = q_add(total, q_mul(q_mul(q_mul(q(k[0]), held), ev("KV_LAYER_ELEMENTS", None, vals)), b_kv))
+    return total
+
+
+@portable
+def kv_is_linear(m, rule):
+    """True when the KV cache grows as tokens x a constant under ``rule``: every layer a full-attention (or no-mixer)
+    layer, no block rounding (vLLM rounds to blocks)."""
+    if rule["runtime"] == "vllm":
+        return False
+    for k in m["layers"]:
+        if k[1] not in ("full", "none"):
+            return False
+    return True
 
 
 def prefill_workspace_bytes(model: ModelSpec | str, tokens: int, batch: int = 1, dtype: str = "fp16",
@@ -201,7 +291,7 @@ _INFERENCE_SIGNATURE = signature(
     arg("model", annotation="ModelSpec | str"), arg("weights", "fp16", "str"), arg("kv_dtype", "fp16", "str"),
     arg("tokens", 4096, "int"), arg("batch", 1, "int"), arg("attention", "sdpa", "str"),
     arg("reserve", DEFAULT_RESERVE, "int | str"), arg("activation_dtype", None, "str | None"),
-    arg("prefill_chunk", None, "int | None"))
+    arg("prefill_chunk", None, "int | None"), arg("runtime", "transformers", "str | CacheRule"))
 
 
 @keywords_through(_INFERENCE_SIGNATURE)
@@ -211,13 +301,15 @@ def inference_memory(model: ModelSpec | str, weights: str = "fp16", kv_dtype: st
     """Peak memory to serve ``batch`` sequences of ``tokens`` tokens: weights, KV cache, prefill workspace, reserve.
 
     ``prefill``: how the prompt is processed -- ``activation_dtype`` (default: fp16, or the weights' format if it
-    is a float) and ``prefill_chunk`` (tokens per prefill step, :func:`prefill_workspace_bytes`' ``chunk``).
+    is a float) and ``prefill_chunk`` (tokens per prefill step, :func:`prefill_workspace_bytes`' ``chunk``) -- and
+    ``runtime``, the KV-cache rule (:func:`kv_cache_bytes`: "transformers" by default, "vllm", "every-token").
     """
     m = get_model(model)
     wdet = weights_detail(m, weights)
     act = activation_format(prefill.get("activation_dtype"), weights,
                             precision_view(get_precision(weights, field="weights")))
-    got = inference_parts(m.name, list(wdet.items()), kv_cache_bytes(m, tokens, batch, kv_dtype),
+    got = inference_parts(m.name, list(wdet.items()), kv_cache_bytes(m, tokens, batch, kv_dtype,
+                                                                    prefill.get("runtime", "transformers")),
                           prefill_workspace_bytes(m, tokens, batch, act, attention, prefill.get("prefill_chunk")),
                           parse_memory(reserve, field="reserve"), [weights, kv_dtype, batch, tokens, attention])
     return Breakdown(dict(got[0]), title=got[1])

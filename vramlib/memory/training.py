@@ -207,7 +207,7 @@ def lora_count(m, rank, mods):
     total = 0
     for mod in mods:
         io = q_ceil(ev("LORA_IN_OUT", mod, m["sym"]))
-        copies = m["sym"]["n_mlp"] if mod in shared("MLP_MODULES") else 1
+        copies = m["sym"]["n_mlp"] + m["sym"]["n_s"] if mod in shared("MLP_MODULES") else 1
         total += copies * q_ceil(ev("LORA_PARAMS_PER_MODULE", None, {"r": rank, "io": io}))
     return m["spec"]["n_layers"] * total
 
@@ -261,7 +261,7 @@ def full_optimizer_bytes(m, opt, n, small_all):
     if opt["factored"]:
         rc = 0
         for x in m["linear_modules"]:
-            rc += q_ceil(ev("LORA_IN_OUT", x, m["sym"])) * (m["sym"]["n_mlp"] if x in shared("MLP_MODULES") else 1)
+            rc += q_ceil(ev("LORA_IN_OUT", x, m["sym"])) * (m["sym"]["n_mlp"] + m["sym"]["n_s"] if x in shared("MLP_MODULES") else 1)
         rc = rc * m["spec"]["n_layers"]
         rc += (m["spec"]["vocab"] + m["spec"]["hidden"]) * (1 if m["spec"]["tied_embeddings"] else 2) + small
         return q_floor(opt["small_tensor_bytes"]) * rc

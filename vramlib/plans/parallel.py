@@ -81,7 +81,7 @@ from ..core.errors import InvalidValueError, check_choice, check_keywords, check
 from ..memory.inference import allowed_tp, kv_heads_per_gpu, tp_problem, weights_detail
 from ..catalog.models import SOURCE_SHAPES, ModelSpec, get_model, weight_params_of
 from ..catalog.precision import get_precision
-from ..core.symbols import E, P, V, b_g, b_m, b_o, b_w, beta_norm, h, n_mlp, tied
+from ..core.symbols import E, P, V, b_g, b_m, b_o, b_w, beta_norm, h, n_mlp, n_s, tied
 from ..core.settings import Settings, settings_class
 from ..core.signatures import arg, field_args, keywords_through, signature, split_settings
 from ..memory.training import CONVENTIONS, TRAINING_PRECISIONS, Workload, as_workload, check_lora_settings, lora_params, \
@@ -142,8 +142,9 @@ ZERO_PAPER: dict[int, sp.Expr] = {k: e.subs({b_w: 2, b_g: 2, b_gh: 0, b_m: 0, b_
 
 # --- parameters of one rank (tensor, pipeline, expert parallel): MODULE_PARAMS, MODULE_PARAMS_RANK and
 # largest_module_params live in memory.sharding (training's ZeRO-3 gather buffer needs them too)
-LAYER_PARAMS_RANK_DENSE = (ATTN_PARAMS_RANK + (n_mlp - E) * F.MLP_PARAMS / t
-                           + F.LAYER_GROUPS["norm"] + F.LAYER_GROUPS["bias"] + F.LAYER_GROUPS["router"])
+LAYER_PARAMS_RANK_DENSE = (ATTN_PARAMS_RANK + (n_mlp - E + n_s) * F.MLP_PARAMS / t
+                           + F.LAYER_GROUPS["norm"] + F.LAYER_GROUPS["bias"] + F.LAYER_GROUPS["router"]
+                           ).subs(F.UNIFORM_LAYER)
 """One layer on one tensor-parallel rank, without routed experts: q, o and the dense/shared MLP split by t, k and
 v by KV_HEADS_PER_RANK; norms, biases and router replicated. Chapters 12."""
 
@@ -500,7 +501,7 @@ def layer_rank_params(m, tp, ep):
     vals["N_e"] = ep
     dense_vals = dict(vals)
     dense_vals["E"] = 0
-    dense_vals["n_mlp"] = 1 + m["spec"]["n_shared_experts"]
+    dense_vals["n_mlp"] = 1
     return {"moe": [ev("LAYER_PARAMS_RANK_DENSE", None, vals), ev("LAYER_PARAMS_RANK_EXPERTS", None, vals)],
             "dense": [ev("LAYER_PARAMS_RANK_DENSE", None, dense_vals), q(0)]}
 

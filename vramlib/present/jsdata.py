@@ -37,6 +37,9 @@ def model_json(spec) -> dict[str, Any]:
     from ..memory.activations import _hf_indicators
     from ..core.errors import VramlibError
 
+    if spec.uniform_problem():  # the browser's calculators read one uniform layer: the page says why not
+        return {"$model": to_json(spec), "error": f"{spec.name}: {spec.uniform_problem()}; the page's calculators "
+                "read one uniform layer"}
     try:
         hf: Any = dict(_hf_indicators(spec))
     except VramlibError as e:

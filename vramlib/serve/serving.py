@@ -59,7 +59,7 @@ from ..catalog.precision import get_precision, kv_bytes_per_element
 from ..core.symbols import B, L, M, T, V, W, b_kv, d, e_att, f
 from ..core.units import GiB, bytes_text, fmt_bytes, gb, gib, parse_memory
 from ..core.portable import Fields, ev, fmt_fixed, fmt_g, portable, q_add, q_ceil, q_cmp, q_decimal, q_div, q_float, \
-    q_floor, q_int, share, share_lazy, shared
+    q_floor, q_int, raise_problem, share, share_lazy, shared
 from ..catalog.precision import precision_view
 
 __all__ = [
@@ -523,6 +523,7 @@ def serving_kv_capacity(m: ModelSpec | str, gpu: str | GPU, config: ServingConfi
     mm = get_model(m)
     card = get_gpu(gpu)
     cfg = ServingConfig.build("serving_kv_capacity", config, settings, field="config", also=("m", "gpu", "config"))
+    _require_uniform_full_attention(mm, "vLLM's KV budget")
     _check_tp(mm, cfg.tp)
     kv_name = _kv_dtype(cfg.kv_dtype, cfg.weights, card)
     mem = cfg.memory_bytes()
@@ -738,7 +739,30 @@ def cost_per_million_tokens(tokens_per_s: float, gpu: str | GPU, n_gpus: int = 1
                             n_gpu=check_positive_int("n_gpus", n_gpus), r_tok=Fraction(str(float(tokens_per_s)))))
 
 
+def _require_uniform_full_attention(mm: ModelSpec, what: str) -> None:
+    """The serving budget and the roofline read one uniform full-attention layer (every layer's cache grows by the
+    same bytes per token): a model with sliding, chunked, MLA or Mamba layers is one line, not a wrong number."""
+    problem = mm.uniform_problem()
+    if problem:
+        raise InvalidValueError("model", mm.name, f"{what} reads uniform full-attention layers; {mm.name} has "
+                                f"{problem}")
+    raise_problem(full_attention_problem(mm.view(), what))
+
+
+@portable
+def full_attention_problem(m, what):
+    """None, or the error of a model whose layers are not all full attention (sliding or chunked layers): vLLM
+    allocates those layer group by layer group, which the serving budget does not model yet."""
+    for k in m["layers"]:
+        if k[1] != "full":
+            return ["model", m["spec"]["name"], what + " reads uniform full-attention layers; " + m["spec"]["name"] +
+                    " has " + k[1] + " layers, which vLLM allocates by layer group (not modelled yet: "
+                    "kv_cache_bytes(..., runtime='vllm') gives one sequence's cache)"]
+    return None
+
+
 def _roofline_values(mm: ModelSpec, card: GPU, weights: str, kv_name: str, tp: int, eff: Efficiency) -> dict:
+    _require_uniform_full_attention(mm, "the roofline")
     mfu, mbu, tp_overhead = eff.exact()
     groups = mm.param_groups()
     n_exp = (groups["mlp_gate"] + groups["mlp_up"] + groups["mlp_down"]) if mm.is_moe else 0

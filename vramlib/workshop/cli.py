@@ -3,6 +3,7 @@ and the workshop's feasibility reports.
 
     vramlib fit --model llama-2-13b --gpu rtx-4090 --weights int4
     vramlib fit --model llama-2-7b --gpu 24GiB --task train --method qlora --seq 2048
+    vramlib fit --model Qwen/Qwen3-8B --gpu rtx-4090 --weights q4_k_m   (a Hub id: its config.json only)
     vramlib max-context --model llama-3.1-8b --gpu 2x80GB
     vramlib plan --model llama-2-70b --gpu 8xa100-80gb
     vramlib report --gpu rtx-4090 --model llama-3.1-8b --model mistral-7b --out me.html
@@ -466,7 +467,8 @@ def cmd_exercises(args) -> int:
 
 # --- the parser ----------------------------------------------------------------------------------------------
 def _model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="catalogue name (see 'vramlib models') or a config.json path")
+    p.add_argument("--model", required=True, help="catalogue name (see 'vramlib models'), a config.json path, or a "
+                                                  "Hub id such as Qwen/Qwen3-8B (its config.json only)")
     p.add_argument("--heads", type=_POSITIVE,
                    help="attention heads (head dim = hidden / heads), as the chapters' panels")
     p.add_argument("--kv-heads", type=_POSITIVE, help="KV heads (GQA/MQA); must divide the heads")

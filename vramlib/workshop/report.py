@@ -24,15 +24,16 @@ from ..core import formulas as F
 from ..memory.breakdown import Breakdown
 from ..core.errors import (InvalidValueError, UnknownNameError, VramlibError, check_choice, check_number,
                      check_positive_int)
-from ..solve.feasibility import largest_fitting, max_tokens
+from ..solve.feasibility import TOKENS_LIMIT, kv_is_bounded, largest_fitting, max_tokens
 from ..catalog.hardware import GPU, get_gpu
 from ..memory.inference import (
-    ATTENTION, DEFAULT_RESERVE, TP_SHARD_BYTES, inference_memory, kv_cache_bytes, weights_detail, weights_detail_tp,
+    ATTENTION, DEFAULT_RESERVE, TP_SHARD_BYTES, inference_memory, kv_cache_bytes, weights_detail_tp,
 )
 from ..memory.inference import kv_heads_per_gpu as _kv_heads_rule
+from ..catalog.hub import is_hub_id
 from ..catalog.models import ModelSpec, get_model
 from ..catalog.precision import get_precision
-from ..core.symbols import S_shard, V, f, n_gpu, n_h
+from ..core.symbols import V, f, n_gpu, n_h
 from ..memory.training import METHODS, training_memory
 from ..core.units import fmt_bytes, gb, gib, parse_memory
 
@@ -132,10 +133,13 @@ def _is_path(spec: object) -> bool:
 
 
 def load_model(spec: str | ModelSpec, heads: int | None = None, kv_heads: int | None = None) -> ModelSpec:
-    """A catalogue name (``"llama-2-13b"``) or a path to a Hugging Face ``config.json`` (or its folder);
+    """A catalogue name (``"llama-2-13b"``), a path to a Hugging Face ``config.json`` (or its folder), or a Hub id
+    (``"Qwen/Qwen3-8B"``, when no such path exists: :meth:`ModelSpec.from_pretrained`);
     ``heads``/``kv_heads`` change the attention heads as the chapters' panels do."""
     if isinstance(spec, ModelSpec):
         m = spec
+    elif is_hub_id(spec) and not Path(spec).exists():  # Org/Name: its config.json from the Hub (or the cache)
+        m = ModelSpec.from_pretrained(spec)
     elif _is_path(spec):
         path = Path(spec)
         name = (path.parent.name if path.name == "config.json" else path.stem) if path.suffix else path.name
@@ -196,15 +200,22 @@ def max_context(model: ModelSpec | str, hardware: str | Hardware | GPU, weights:
     """Longest context (tokens per sequence for ``batch`` sequences) on the hardware; 0 if not one token fits.
 
     One GPU: :func:`vramlib.solve.feasibility.max_tokens`. Several: the largest T whose :func:`inference_memory_tp`
-    fits one GPU (bisection; every answer fits and answer + 1 does not).
+    fits one GPU (bisection; every answer fits and answer + 1 does not), or, as max_tokens, the model's
+    ``max_context`` when its cache stops growing (sliding-window, chunked or Mamba layers only) and fits.
     """
     hw = parse_hardware(hardware)
     m = get_model(model)
     if hw.count == 1:
         return max_tokens(m, hw.per_gpu_bytes, weights, kv_dtype, batch, reserve, attention=attention,
                           prefill_chunk=prefill_chunk)
-    return largest_fitting(lambda t: inference_memory_tp(m, hw.count, weights, kv_dtype, t, batch, attention, reserve,
-                                                         prefill_chunk=prefill_chunk).total <= hw.per_gpu_bytes)
+
+    def fits(t: int) -> bool:
+        return inference_memory_tp(m, hw.count, weights, kv_dtype, t, batch, attention, reserve,
+                                   prefill_chunk=prefill_chunk).total <= hw.per_gpu_bytes
+
+    if (attention is None or prefill_chunk is not None) and kv_is_bounded(m.view()) and fits(TOKENS_LIMIT):
+        return m.max_context  # nothing grows with the context (windows, states, a chunked prefill): as max_tokens
+    return largest_fitting(fits)
 
 
 # --- a fit: breakdown per GPU, capacity, verdict --------------------------------------------------------------

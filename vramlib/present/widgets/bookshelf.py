@@ -119,7 +119,13 @@ def bookshelf_js_data() -> dict:
     and the tasks (the furniture, print qualities and words reach the page as ``VL.shared``)."""
     from ..jsdata import model_json
 
-    return {"models": {n: model_json(get_model(n)) for n in model_names()}, "tasks": list(TASKS)}
+    return {"models": {n: model_json(get_model(n)) for n in shelf_models()}, "tasks": list(TASKS)}
+
+
+def shelf_models() -> list[str]:
+    """The catalogue models a bookshelf can draw: those of one uniform layer kind (the shelf's training books read
+    one layer's activations); the others are listed in the panel's note."""
+    return [n for n in model_names() if get_model(n).uniform_problem() is None]
 
 
 def evaluate_bookshelf(values: dict) -> str:
@@ -140,7 +146,7 @@ def bookshelf_panel(model="llama-3.1-8b", weights: str = "bf16", tokens: int = 4
     m = get_model(model)
     style = {"description_width": "initial"}
     controls = {
-        "model": w.Dropdown(options=model_names(), value=m.name if m.name in model_names() else model_names()[0],
+        "model": w.Dropdown(options=shelf_models(), value=m.name if m.name in shelf_models() else shelf_models()[0],
                             description="model", style=style),
         "weights": w.Dropdown(options=precision_names(), value=weights, description="precision", style=style),
         "tokens": bounded_int(value=tokens, min=1, max=10**7, step=1024, description="context (tokens)",

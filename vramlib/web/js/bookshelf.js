@@ -24,7 +24,8 @@
       if (nKvHeads === m.spec.n_kv_heads) { return m; }
       VL.checkPositiveInt("n_kv_heads", nKvHeads);
       VL.raiseProblem(PY.heads_problem({ n_heads: m.spec.n_heads, n_kv_heads: nKvHeads }));  /* ModelSpec's rule */
-      return Object.assign({}, m, { spec: Object.assign({}, m.spec, { n_kv_heads: nKvHeads }),
+      var spec = Object.assign({}, m.spec, { n_kv_heads: nKvHeads });
+      return Object.assign({}, m, { spec: spec, layers: PY.layer_kinds_of(spec, false),
         sym: Object.assign({}, m.sym, { n_kv: nKvHeads }), symActive: Object.assign({}, m.symActive, { n_kv: nKvHeads }) });
     }
     return VL.withHeads(m, nHeads, nKvHeads);

@@ -108,6 +108,7 @@ VL.portable = {
   escape: function (s) { return VL.escape(s); },
   round_even: function (x) { return VL.roundEven(x); },
   infinity: function () { return Infinity; },
+  raise_problem: function (problem) { VL.raiseProblem(problem); },  /* core.portable.raise_problem */
   ev: function (name, key, vals) {
     var f = VL.exact[name];
     if (key !== null && key !== undefined) { f = f[String(key)]; }
@@ -277,9 +278,10 @@ VL.kvBytesPerElement = function (dtype) {
 VL.model = function (j) {
   if (j && j.spec) { return j; }
   var spec = Object.assign({}, j["$model"]);
+  if (j.error) { throw new VramlibError(j.error); }  /* a shape the single-layer calculators do not model */
   return { spec: spec, name: spec.name, sym: Object.assign({}, j.symbols),
     symActive: Object.assign({}, j.symbols_active), linear_modules: j.linear_modules.slice(),
-    hf: j.hf };
+    layers: VL.py.layer_kinds_of(spec, false), hf: j.hf };
 };
 function divisorsNear(n, k) {
   var ds = [];
@@ -298,9 +300,9 @@ VL.withHeads = function (m, nHeads, nKvHeads) {
   var spec = Object.assign({}, s, { n_heads: nHeads, n_kv_heads: nKvHeads, head_dim: Math.floor(s.hidden / nHeads) });
   var heads = { n_h: nHeads, n_kv: nKvHeads, d_head: spec.head_dim };
   return Object.assign({}, m, { spec: spec, sym: Object.assign({}, m.sym, heads),
-    symActive: Object.assign({}, m.symActive, heads) });
+    symActive: Object.assign({}, m.symActive, heads), layers: VL.py.layer_kinds_of(spec, false) });
 };
-VL.nParams = function (m) { return VL.Q.ceil(VL.portable.ev("N_PARAMS", null, m.sym)); };  /* ModelSpec.n_params, exact */
+VL.nParams = function (m) { return VL.py.params_of(m); };  /* ModelSpec.n_params, exact */
 VL.weightParams = function (m) { return VL.py.weight_params_of(m.spec, VL.nParams(m)); };  /* ModelSpec.weight_params */
 VL.paramGroups = function (m) { return VL.py.param_groups_of(m); };  /* ModelSpec.param_groups */
 VL.groupsDict = function (pairs) {

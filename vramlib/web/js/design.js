@@ -33,7 +33,7 @@
   /* a calculator model for a new shape (its linear modules are the base's: fused and gated flags do not change) */
   VL.modelFromSpec = function (s, base) {
     return { spec: s, name: s.name, sym: VL.specSymbols(s, false), symActive: VL.specSymbols(s, true),
-      linear_modules: base.linear_modules.slice(), hf: hfIndicators(s) };
+      layers: PY.layer_kinds_of(s, false), linear_modules: base.linear_modules.slice(), hf: hfIndicators(s) };
   };
 
   /* feasibility.min_gpus (feasibility.fewest_gpus) */
@@ -45,8 +45,8 @@
   /* feasibility.max_batch (attention=None: feasibility.max_batch_kv_only) */
   VL.maxBatchKvOnly = function (m, memory, tokens, weights, kvDtype, reserve) {
     tokens = VL.checkPositiveInt("tokens", tokens);
-    return PY.max_batch_kv_only(m.spec, VL.budget(memory), VL.parseMemory(reserve, "reserve"), VL.weightsBytes(m, weights),
-      tokens, VL.kvBytesPerElement(kvDtype));
+    return PY.max_batch_kv_only(m, VL.budget(memory), VL.parseMemory(reserve, "reserve"), VL.weightsBytes(m, weights),
+      tokens, VL.kvBytesPerElement(kvDtype), VL.shared.DEFAULT_CACHE_RULE);
   };
 
   /* widgets.design.design_spec (widgets.design.design_fields; design.equal_layers) */
@@ -59,7 +59,7 @@
     var s = VL.validateSpec(Object.assign({}, b, PY.design_fields(hidden, nHeads, a.n_kv_heads,
       VL.checkPositiveInt("ffn", a.ffn), VL.checkPositiveInt("n_layers", a.n_layers), nExperts, k)));
     if (a.equal_params) {
-      var target = VL.nParams({ sym: VL.specSymbols(b, false) });
+      var target = VL.nParams({ layers: PY.layer_kinds_of(b, false) });
       var got = PY.equal_layers(VL.specSymbols(Object.assign({}, s, { n_layers: 1 }), false), target, s.hidden);
       VL.raiseProblem(got[1]);
       s = VL.validateSpec(Object.assign({}, s, { n_layers: got[0] }));
@@ -107,7 +107,7 @@
     var trainSeq = a.train_seq === undefined ? df.train_seq : a.train_seq, nGpus = a.n_gpus === undefined ? df.n_gpus : a.n_gpus;
     var d = VL.evaluateDesign(m, a.gpu, a.context, { weights: a.weights, kv_dtype: PY.design_kv_format(a.weights),
       train_seq: trainSeq, n_gpus: nGpus });
-    var s = m.spec, sym = { sym: m.symActive };
+    var s = m.spec, sym = { layers: PY.layer_kinds_of(m.spec, true) };
     var verdict = PY.design_verdict({ n_layers: s.n_layers, n_params: VL.nParams(m), n_active: VL.nParams(sym),
       moe: s.n_experts > 0, kv_per_token: d.kv_per_token, fits: d.fits, max_sequences: d.max_sequences,
       max_context: d.max_context, gpus_to_train: d.gpus_to_train, max_micro_batch: d.max_micro_batch }, a.gpu, a.context,

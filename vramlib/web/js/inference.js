@@ -17,7 +17,7 @@
   VL.kvCacheBytes = function (m, tokens, batch, dtype) {
     tokens = VL.checkPositiveInt("tokens", tokens);
     batch = VL.checkPositiveInt("batch", batch);
-    return PY.kv_bytes(m.spec, tokens, batch, VL.kvBytesPerElement(dtype));
+    return PY.kv_bytes(m, tokens, batch, VL.kvBytesPerElement(dtype), VL.shared.DEFAULT_CACHE_RULE, true);
   };
 
   /* inference.prefill_workspace_bytes (inference.prefill_bytes) */
@@ -67,7 +67,7 @@
     var cap = VL.budget(memory), res = VL.parseMemory(reserve === undefined ? df.reserve : reserve, "reserve");
     var w = VL.weightsBytes(m, weights);
     if (attention === null || attention === undefined) {
-      return PY.max_tokens_kv_only(m.spec, cap, res, w, batch, VL.kvBytesPerElement(kvDtype));
+      return PY.max_tokens_kv_only(m, cap, res, w, batch, VL.kvBytesPerElement(kvDtype), VL.shared.DEFAULT_CACHE_RULE);
     }
     return VL.largestFitting(function (t) {
       return VL.inferenceMemory(m, weights, kvDtype, t, batch, attention, res, null, prefillChunk).total <= cap;
