@@ -220,3 +220,17 @@ def test_small_architectures_live(tool, name):
     got = list(_cache_steps(row))
     assert got == list(_cache_steps(stored))
     assert all(vl.kv_cache_bytes(m, t, b, d) == held for t, b, d, held in got)
+
+
+def test_panels_keep_head_dim_when_the_heads_stay():
+    """A panel's heads are the model's unless changed: Gemma-2's head_dim (256, not hidden / heads = 224) and an
+    MLA model's stay; changing the query heads re-derives head_dim (with_heads)."""
+    from vramlib.present.widgets.inference import inference_compute
+
+    g = vl.get_model("gemma-2-9b")
+    assert g.as_heads(g.n_heads, g.n_kv_heads) is g and g.as_heads(g.n_heads, 4).head_dim == 256
+    assert g.as_heads(28, 4).head_dim == g.hidden // 28
+    bd, _, _ = inference_compute("gemma-2-9b", g.n_heads, g.n_kv_heads, "bf16", "fp16", 8192, "h200")
+    assert dict(bd)["kv cache"] == vl.kv_cache_bytes(g, 8192)
+    ds = vl.get_model("deepseek-v3")
+    assert ds.as_heads(ds.n_heads, ds.n_kv_heads) is ds

@@ -332,3 +332,30 @@ def test_every_module_with_portable_code_is_compiled():
     have = {str(p.relative_to(root).with_suffix("")).replace("/", ".") for p in root.rglob("*.py")
             if "\n@portable\n" in p.read_text() and p.name != "portable.py"}
     assert have and have <= set(PORTABLE_MODULES), sorted(have - set(PORTABLE_MODULES))
+
+
+def test_inference_calculator_follows_every_layer_kind():
+    """2025-26 layer stacks (q/k norms, a 5:1 sliding pattern, sinks and MXFP4 experts, MLA with FP8 blocks, Mamba-2)
+    in the static inference calculator: the same breakdown, longest context and verdict as Python, or the same
+    one-line refusal (GGUF mixes of MLA and Mamba tensors)."""
+    from vramlib.present.widgets.inference import inference_compute
+
+    specs = [vl.get_model(m) for m in ("qwen3-8b", "gemma-3-27b", "gpt-oss-20b", "deepseek-v3", "bamba-9b")]
+    runs = [(spec, dict(_heads(spec), weights=prec, kv_dtype="fp16", tokens=tokens, gpu="h200", attention="sdpa",
+                        batch=1))
+            for spec in specs for prec in ("bf16", "q4_k_m", "gptq-4bit-g128", "mxfp4-moe", "fp8-block128", "nvfp4")
+            for tokens in (4096, 131072)]
+    assert _same_panel("inference", inference_compute, runs) == 60
+
+
+def test_uniform_layer_calculators_refuse_other_shapes_as_python_does():
+    """The training calculator reads one uniform layer: for Qwen3 (q/k norms) it refuses with Python's line."""
+    from vramlib.present.widgets.training import training_compute
+
+    spec = vl.get_model("qwen3-8b")
+    runs = [(spec, dict(_heads(spec), method="lora", precision="bf16", optimizer="adamw", convention="mixed-fp32-master",
+                        recompute="none", attention="sdpa", activation_style=style, lora_rank=16, seq=2048,
+                        micro_batch=1, gpu="a100-80gb")) for style in ("hf", "megatron")]
+    _same_panel("training", training_compute, runs)
+    with pytest.raises(vl.VramlibError, match="one uniform layer"):
+        training_compute(spec, **runs[0][1])

@@ -166,7 +166,7 @@ class ModelSpec:
         if cached is None:
             problem = self.uniform_problem()
             if problem:
-                raise ConfigError("model", problem, source=self.name)
+                raise_problem(layer_refusal(self.name, problem))
             cached = self.__dict__[key] = self._symbols(active)
         return dict(cached)
 
@@ -244,7 +244,7 @@ class ModelSpec:
 
     def _view(self, active: bool) -> dict:
         problem = self.uniform_problem()
-        sym = _Refusing(f"{self.name}: {problem}") if problem else self.symbols(active)
+        sym = _Refusing(layer_refusal(self.name, problem)) if problem else self.symbols(active)
         return {"spec": Fields(self), "sym": sym, "layers": [list(k) for k in self.layer_kinds(active)],
                 "linear_modules": self.linear_modules()}
 
@@ -291,6 +291,17 @@ class ModelSpec:
             raise InvalidValueError("n_kv_heads", n_kv_heads,
                                     f"must divide n_heads={n_heads} (allowed: {_divisors(n_heads)})")
         return self.with_(n_heads=n_heads, n_kv_heads=n_kv_heads, head_dim=self.hidden // n_heads)
+
+    @checked_call
+    def as_heads(self, n_heads: int, n_kv_heads: int) -> "ModelSpec":
+        """The model with these query and KV heads, as the panels change them (``heads_change``): unchanged heads
+        keep the model, new KV heads alone keep head_dim (Gemma's and MLA models' head_dim is not hidden / heads),
+        new query heads re-derive it (:meth:`with_heads`)."""
+        change = heads_change(Fields(self), check_positive_int("n_heads", n_heads),
+                              check_positive_int("n_kv_heads", n_kv_heads))
+        if "head_dim" in change:
+            return self.with_heads(n_heads, n_kv_heads)
+        return self.with_(**change) if change else self
 
     @checked_call
     def with_group_size(self, queries_per_kv_head: int) -> "ModelSpec":
@@ -363,15 +374,14 @@ _checked_init(ModelSpec)
 
 class _Refusing(dict):
     """The ``sym`` of a model view whose layers differ: reading it raises the one-line error of what the
-    single-layer calculation would miss."""
+    single-layer calculation would miss (``layer_refusal``)."""
 
-    def __init__(self, message: str):
+    def __init__(self, problem: list):
         super().__init__()
-        self.message = message
+        self.problem = problem
 
     def _refuse(self, *args):
-        raise ConfigError("model", self.message + "; this calculation reads one uniform layer and does not model it "
-                          "yet (parameters, weights and the KV cache do)", source="vramlib")
+        raise_problem(self.problem)
 
     __getitem__ = __iter__ = keys = items = values = get = copy = __len__ = _refuse
 
@@ -507,6 +517,22 @@ def layers_problem(s):
                                   and s["ssm_conv"]):
         return ["layer_types", "mamba", "Mamba-2 layers need ssm_inner, ssm_heads, ssm_groups, ssm_state and ssm_conv"]
     return None
+
+
+@portable
+def layer_refusal(name, problem):
+    """The error of a calculation that reads one uniform layer, for a shape beyond it (``problem``: what it has)."""
+    return ["model", name, problem + "; this calculation reads one uniform layer and does not model it yet "
+            "(parameters, weights and the KV cache do)"]
+
+
+@portable
+def heads_change(s, n_heads, n_kv_heads):
+    """The fields a panel's query and KV heads change: none when they are the model's; the KV heads alone when the
+    query heads stay (head_dim stays too); else both and head_dim = hidden / heads."""
+    if n_heads == s["n_heads"]:
+        return {} if n_kv_heads == s["n_kv_heads"] else {"n_kv_heads": n_kv_heads}
+    return {"n_heads": n_heads, "n_kv_heads": n_kv_heads, "head_dim": s["hidden"] // n_heads}
 
 
 @portable

@@ -38,8 +38,7 @@ def model_json(spec) -> dict[str, Any]:
     from ..core.errors import VramlibError
 
     if spec.uniform_problem():  # the browser's calculators read one uniform layer: the page says why not
-        return {"$model": to_json(spec), "error": f"{spec.name}: {spec.uniform_problem()}; the page's calculators "
-                "read one uniform layer"}
+        return {"$model": to_json(spec), "uniform_problem": spec.uniform_problem()}
     try:
         hf: Any = dict(_hf_indicators(spec))
     except VramlibError as e:

@@ -742,17 +742,17 @@ def cost_per_million_tokens(tokens_per_s: float, gpu: str | GPU, n_gpus: int = 1
 def _require_uniform_full_attention(mm: ModelSpec, what: str) -> None:
     """The serving budget and the roofline read one uniform full-attention layer (every layer's cache grows by the
     same bytes per token): a model with sliding, chunked, MLA or Mamba layers is one line, not a wrong number."""
-    problem = mm.uniform_problem()
-    if problem:
-        raise InvalidValueError("model", mm.name, f"{what} reads uniform full-attention layers; {mm.name} has "
-                                f"{problem}")
-    raise_problem(full_attention_problem(mm.view(), what))
+    raise_problem(full_attention_problem(mm.view(), mm.uniform_problem(), what))
 
 
 @portable
-def full_attention_problem(m, what):
-    """None, or the error of a model whose layers are not all full attention (sliding or chunked layers): vLLM
-    allocates those layer group by layer group, which the serving budget does not model yet."""
+def full_attention_problem(m, uniform_problem, what):
+    """None, or the error of a model beyond one uniform layer (``uniform_problem``, ModelSpec.uniform_problem) or whose
+    layers are not all full attention (sliding or chunked layers): vLLM allocates those layer group by layer group,
+    which the serving budget does not model yet."""
+    if uniform_problem:
+        return ["model", m["spec"]["name"], what + " reads uniform full-attention layers; " + m["spec"]["name"] +
+                " has " + uniform_problem]
     for k in m["layers"]:
         if k[1] != "full":
             return ["model", m["spec"]["name"], what + " reads uniform full-attention layers; " + m["spec"]["name"] +

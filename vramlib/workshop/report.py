@@ -147,7 +147,7 @@ def load_model(spec: str | ModelSpec, heads: int | None = None, kv_heads: int | 
     else:
         m = get_model(spec)
     if heads is not None:
-        m = m.with_heads(heads, kv_heads if kv_heads is not None else min(m.n_kv_heads, heads))
+        m = m.as_heads(heads, kv_heads if kv_heads is not None else min(m.n_kv_heads, heads))
     elif kv_heads is not None:
         m = m.with_(n_kv_heads=check_positive_int("kv_heads", kv_heads))
     return m

@@ -250,7 +250,7 @@ def model_with_heads(model, n_heads: int | None = None, n_kv_heads: int | None =
     m = get_model(model)
     if n_heads is None and n_kv_heads is None:
         return m
-    return m.with_heads(m.n_heads if n_heads is None else n_heads, m.n_kv_heads if n_kv_heads is None else n_kv_heads)
+    return m.as_heads(m.n_heads if n_heads is None else n_heads, m.n_kv_heads if n_kv_heads is None else n_kv_heads)
 
 
 def panel_plan(tp=1, pp=1, dp=1, zero=0, sequence_parallel=False, **fields):

@@ -20,14 +20,6 @@ TASKS = ("inference", "training", "both")
 """inference: answer questions; training: full training (every weight learns); both: the two shelves."""
 
 
-def _with_heads(m, n_heads: int, n_kv_heads: int):
-    """Change the heads only when asked (``with_heads`` re-derives head_dim from the hidden size, which some
-    models, such as Gemma-2, do not follow)."""
-    if n_heads == m.n_heads:
-        return m if n_kv_heads == m.n_kv_heads else m.with_(n_kv_heads=n_kv_heads)
-    return m.with_heads(n_heads, n_kv_heads)
-
-
 def bookshelf_compute(model, n_heads: int, n_kv_heads: int, weights: str, tokens: int, gpu: str, task: str = "both",
                       batch: int = 1, prefill_chunk: int | None = 2048, volumes: int = 12,
                       js_data: dict | None = None) -> list[tuple[str, Shelf]]:
@@ -40,7 +32,7 @@ def bookshelf_compute(model, n_heads: int, n_kv_heads: int, weights: str, tokens
     (fp16 otherwise), ``batch`` conversations of ``tokens`` tokens, prefill in chunks of ``prefill_chunk``.
     Training: full training in ``weights`` (bf16, fp16 or fp32), sequences of ``tokens``, micro-batch ``batch``.
     """
-    m = _with_heads(get_model(model), n_heads, n_kv_heads)
+    m = get_model(model).as_heads(n_heads, n_kv_heads)
     task = check_choice("task", task, TASKS)
     card = get_gpu(gpu)
     prec = get_precision(weights, field="precision")

@@ -14,7 +14,7 @@ from .base import Computed, bounded_int, panel
 def inference_compute(model, n_heads: int, n_kv_heads: int, weights: str, kv_dtype: str, tokens: int, gpu: str,
                       attention: str = "sdpa", batch: int = 1, reserve: str = DEFAULT_RESERVE) -> Computed:
     """One update of an inference panel (chapters 1, 5, 7): breakdown, GPU capacity, verdict with max context."""
-    m = get_model(model).with_heads(n_heads, n_kv_heads)
+    m = get_model(model).as_heads(n_heads, n_kv_heads)
     card = get_gpu(gpu)
     bd = inference_memory(m, weights, kv_dtype, tokens, batch, attention, reserve)
     longest = max_tokens(m, card.memory_bytes, weights, kv_dtype, batch, reserve, attention=attention)

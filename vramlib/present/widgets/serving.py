@@ -22,7 +22,7 @@ def serving_compute(model, n_heads: int, n_kv_heads: int, weights: str, kv_dtype
                     gpu_memory_utilization: float, block_size: int, max_num_batched_tokens: int,
                     request_tokens: int, max_num_seqs: int = 256) -> Computed:
     """One update of the serving panel: (Breakdown per GPU, the card's memory, verdict with blocks / concurrency)."""
-    m = get_model(model).with_heads(n_heads, n_kv_heads)
+    m = get_model(model).as_heads(n_heads, n_kv_heads)
     card = get_gpu(gpu)
     config = ServingConfig(gpu_memory_utilization=gpu_memory_utilization, tp=tp, block_size=block_size,
                            max_num_batched_tokens=max_num_batched_tokens, weights=weights, kv_dtype=kv_dtype,

@@ -26,7 +26,7 @@ def training_compute(model, n_heads: int, n_kv_heads: int, precision: str, metho
                      lora_targets: str = "all-linear") -> Computed:
     """One update of a training panel: the step's Breakdown, the GPU's memory, and a verdict with the longest
     sequence that fits (chapters 2, 3, 4, 9, 10, 15)."""
-    m = get_model(model).with_heads(n_heads, n_kv_heads)
+    m = get_model(model).as_heads(n_heads, n_kv_heads)
     card = get_gpu(gpu)
     seq = check_positive_int("seq", seq)
     kw = dict(method=method, precision=precision, optimizer=optimizer, convention=convention, recompute=recompute,

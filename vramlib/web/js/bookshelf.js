@@ -18,24 +18,11 @@
 
   function shelfBreakdown(s) { return new VL.Breakdown(s.items.map(function (i) { return [i.component, i.nbytes]; }), s.title); }
 
-  /* widgets.bookshelf._with_heads: the heads change only when asked (with_heads re-derives head_dim) */
-  function withHeads(m, nHeads, nKvHeads) {
-    if (nHeads === m.spec.n_heads) {
-      if (nKvHeads === m.spec.n_kv_heads) { return m; }
-      VL.checkPositiveInt("n_kv_heads", nKvHeads);
-      VL.raiseProblem(PY.heads_problem({ n_heads: m.spec.n_heads, n_kv_heads: nKvHeads }));  /* ModelSpec's rule */
-      var spec = Object.assign({}, m.spec, { n_kv_heads: nKvHeads });
-      return Object.assign({}, m, { spec: spec, layers: PY.layer_kinds_of(spec, false),
-        sym: Object.assign({}, m.sym, { n_kv: nKvHeads }), symActive: Object.assign({}, m.symActive, { n_kv: nKvHeads }) });
-    }
-    return VL.withHeads(m, nHeads, nKvHeads);
-  }
-
   /* widgets.bookshelf.bookshelf_compute; the result draws itself (VL.render calls result.render) */
   VL.register("bookshelf", function (a) {
     var T = a.js_data;
     if (!has(T.models, a.model)) { throw VL.unknown("model", a.model, Object.keys(T.models)); }
-    var m = withHeads(VL.model(T.models[a.model]), a.n_heads, a.n_kv_heads);
+    var m = VL.withHeads(VL.model(T.models[a.model]), a.n_heads, a.n_kv_heads);
     var task = VL.checkChoice("task", a.task === undefined ? DF.task : a.task, T.tasks);
     var card = VL.getGpu(a.gpu), prec = VL.getPrecision(a.weights, "precision");
     var batch = a.batch === undefined ? DF.batch : a.batch;

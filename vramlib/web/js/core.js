@@ -278,7 +278,13 @@ VL.kvBytesPerElement = function (dtype) {
 VL.model = function (j) {
   if (j && j.spec) { return j; }
   var spec = Object.assign({}, j["$model"]);
-  if (j.error) { throw new VramlibError(j.error); }  /* a shape the single-layer calculators do not model */
+  if (j.uniform_problem) {  /* beyond one uniform layer: what reads one refuses in one line (models._Refusing) */
+    var problem = VL.py.layer_refusal(spec.name, j.uniform_problem);
+    var no = function () { VL.raiseProblem(problem); };  /* every way code can look into it refuses */
+    var refuse = new Proxy({}, { get: no, has: no, ownKeys: no, getOwnPropertyDescriptor: no });
+    return { spec: spec, name: spec.name, sym: refuse, symActive: refuse, linear_modules: refuse, hf: refuse,
+      layers: VL.py.layer_kinds_of(spec, false), refusal: problem, uniform_problem: j.uniform_problem };
+  }
   return { spec: spec, name: spec.name, sym: Object.assign({}, j.symbols),
     symActive: Object.assign({}, j.symbols_active), linear_modules: j.linear_modules.slice(),
     layers: VL.py.layer_kinds_of(spec, false), hf: j.hf };
@@ -289,18 +295,20 @@ function divisorsNear(n, k) {
   ds.sort(function (a, b) { return Math.abs(a - k) - Math.abs(b - k); });
   return ds.slice(0, 4).sort(function (a, b) { return a - b; }).join(", ");
 }
-VL.withHeads = function (m, nHeads, nKvHeads) {
+VL.withHeads = function (m, nHeads, nKvHeads) {  /* ModelSpec.as_heads (models.heads_change) */
   nHeads = VL.checkPositiveInt("n_heads", nHeads);
   nKvHeads = VL.checkPositiveInt("n_kv_heads", nKvHeads);
-  var s = m.spec;
-  if (s.hidden % nHeads) {
+  var s = m.spec, change = VL.py.heads_change(s, nHeads, nKvHeads);
+  if (change.head_dim !== undefined && s.hidden % nHeads) {
     throw VL.invalid("n_heads", nHeads, "must divide hidden=" + s.hidden + " (e.g. " + divisorsNear(s.hidden, nHeads) + ")");
   }
   VL.raiseProblem(VL.py.heads_problem({ n_heads: nHeads, n_kv_heads: nKvHeads }));  /* ModelSpec's rule */
-  var spec = Object.assign({}, s, { n_heads: nHeads, n_kv_heads: nKvHeads, head_dim: Math.floor(s.hidden / nHeads) });
-  var heads = { n_h: nHeads, n_kv: nKvHeads, d_head: spec.head_dim };
-  return Object.assign({}, m, { spec: spec, sym: Object.assign({}, m.sym, heads),
-    symActive: Object.assign({}, m.symActive, heads), layers: VL.py.layer_kinds_of(spec, false) });
+  if (!Object.keys(change).length) { return m; }
+  var spec = Object.assign({}, s, change);
+  var heads = { n_h: spec.n_heads, n_kv: spec.n_kv_heads, d_head: spec.head_dim };
+  return Object.assign({}, m, { spec: spec, layers: VL.py.layer_kinds_of(spec, false),
+    sym: m.refusal ? m.sym : Object.assign({}, m.sym, heads),
+    symActive: m.refusal ? m.symActive : Object.assign({}, m.symActive, heads) });
 };
 VL.nParams = function (m) { return VL.py.params_of(m); };  /* ModelSpec.n_params, exact */
 VL.weightParams = function (m) { return VL.py.weight_params_of(m.spec, VL.nParams(m)); };  /* ModelSpec.weight_params */
