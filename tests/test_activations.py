@@ -11,6 +11,7 @@ from hypothesis import assume, given, settings, strategies as st
 
 import vramlib as vl
 from vramlib import activations as A
+from vramlib.explain import validation as VALIDATION
 from vramlib.core.errors import VramlibError
 from vramlib.core.formulas import evaluate
 from vramlib.core.symbols import L, V, b, h, n_h, s
@@ -112,12 +113,7 @@ def test_megatron_ignores_dtype_and_attention():
 
 # --- (b) hf: every stored measurement ----------------------------------------------------------------
 def _spec_for(cfg, name):
-    fam = cfg["family"]
-    return vl.ModelSpec(name, cfg["layers"], cfg["hidden"], cfg["heads"], cfg["kv_heads"], cfg["head_dim"],
-                        cfg["ffn"], cfg["vocab"], qkv_bias=fam == "qwen2", tied_embeddings=fam == "gemma2",
-                        norms_per_layer=4 if fam == "gemma2" else 2, n_experts=cfg.get("experts", 0),
-                        experts_per_token=cfg.get("top_k", 0), fused_qkv=fam == "phi3",
-                        fused_gate_up=fam == "phi3", family=fam)
+    return VALIDATION.saved_spec(cfg, name)
 
 
 def _predict(row):

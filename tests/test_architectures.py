@@ -121,7 +121,7 @@ def test_max_tokens_follows_windows_exactly():
 
 
 def test_uniform_calculations_refuse_what_they_do_not_model_in_one_line():
-    for name in ("qwen3-8b", "deepseek-v3", "bamba-9b", "gpt-oss-20b"):
+    for name in ("olmo-2-7b", "deepseek-v3", "bamba-9b", "gpt-oss-20b"):
         m = vl.get_model(name)
         assert m.uniform_problem()
         with pytest.raises(VramlibError) as e:
@@ -234,3 +234,15 @@ def test_panels_keep_head_dim_when_the_heads_stay():
     assert dict(bd)["kv cache"] == vl.kv_cache_bytes(g, 8192)
     ds = vl.get_model("deepseek-v3")
     assert ds.as_heads(ds.n_heads, ds.n_kv_heads) is ds
+
+
+def test_qwen3_trains_with_its_q_k_norms_counted():
+    """Per-head q/k norms are modelled everywhere (parameters, plans, the hf activations measured on qwen3 shapes):
+    Qwen3 is one uniform layer kind, so training and plans take it."""
+    m = vl.get_model("qwen3-8b")
+    assert m.uniform_problem() is None
+    lora = vl.training_memory(m, method="lora", seq=4096)
+    plain = vl.training_memory(m.with_(qk_norm="none"), method="lora", seq=4096)
+    assert lora.total > plain.total  # the norms' saved tensors and parameters
+    stage = vl.plan_memory(m, tp=2, pp=2, dp=2, zero=1, seq=4096)
+    assert len(stage.stages) == 2

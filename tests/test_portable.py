@@ -349,10 +349,17 @@ def test_inference_calculator_follows_every_layer_kind():
 
 
 def test_uniform_layer_calculators_refuse_other_shapes_as_python_does():
-    """The training calculator reads one uniform layer: for Qwen3 (q/k norms) it refuses with Python's line."""
+    """The training calculator reads one uniform layer: for OLMo-2 (full-width q/k norms) it refuses with Python's
+    line; for Qwen3 (per-head q/k norms, modelled) it gives Python's numbers."""
     from vramlib.present.widgets.training import training_compute
 
-    spec = vl.get_model("qwen3-8b")
+    q3 = vl.get_model("qwen3-8b")
+    _same_panel("training", training_compute, [(q3, dict(_heads(q3), method=meth, precision="bf16", optimizer="adamw",
+                                                         convention="mixed-fp32-master", recompute=rc,
+                                                         attention="sdpa", activation_style="hf", lora_rank=16,
+                                                         seq=2048, micro_batch=1, gpu="a100-80gb"))
+                                               for meth in ("full", "lora") for rc in ("none", "selective", "full")])
+    spec = vl.get_model("olmo-2-7b")
     runs = [(spec, dict(_heads(spec), method="lora", precision="bf16", optimizer="adamw", convention="mixed-fp32-master",
                         recompute="none", attention="sdpa", activation_style=style, lora_rank=16, seq=2048,
                         micro_batch=1, gpu="a100-80gb")) for style in ("hf", "megatron")]

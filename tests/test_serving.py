@@ -325,7 +325,7 @@ def test_graph_headroom_problem_is_a_sentence_not_a_traceback():
     assert fmt_bytes(Fraction(10**9, 3), 2) == "0.33 GB (0.31 GiB)"
 
 
-@pytest.mark.parametrize("model", ["mistral-7b", "gemma-2-9b", "qwen3-8b", "deepseek-v3", "bamba-9b"])
+@pytest.mark.parametrize("model", ["mistral-7b", "gemma-2-9b", "olmo-2-7b", "deepseek-v3", "bamba-9b"])
 def test_layers_vllm_allocates_by_group_are_refused_in_one_line(model):
     """Sliding, chunked, MLA and Mamba layers: vLLM's per-group allocation is not in the serving budget yet."""
     for call in (lambda: vl.serving_kv_capacity(model, "h200"), lambda: vl.roofline(model, "h200")):

@@ -23,3 +23,14 @@ def write_json(path: Path, data: dict) -> None:
     """Write a measurement file (indented, trailing newline) and say so on stderr."""
     path.write_text(json.dumps(data, indent=1) + "\n")
     print(f"wrote {path.relative_to(ROOT)}", file=sys.stderr)
+
+
+def header(command: str, device: str, note: str) -> dict:
+    """The fields every measurement file opens with: the command, the library versions, the device, a note."""
+    import platform
+
+    import torch
+    import transformers
+
+    return {"command": command, "torch": torch.__version__, "transformers": transformers.__version__,
+            "python": platform.python_version(), "device": device, "note": note}

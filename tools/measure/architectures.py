@@ -52,7 +52,7 @@ import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _offline import ROOT, write_json  # noqa: E402  (Hugging Face offline before transformers loads)
+from _offline import ROOT, header, write_json  # noqa: E402  (Hugging Face offline before transformers loads)
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
@@ -557,6 +557,12 @@ def run_cache(model, vocab: int, batch: int, prefill: int, decode: int, device: 
 # --------------------------------------------------------------------------------------------------
 
 
+def count_into(row: dict, model) -> None:
+    """A row's parameters and active parameters."""
+    row["params"] = count_params(model)
+    row["active"] = active_params(model, row["params"]["total"])
+
+
 def measure_tiny(name: str, hf_config: dict, opts: dict) -> dict:
     dtype = opts.get("dtype", "fp32")
     attn = opts.get("attn_implementation", "eager")
@@ -573,8 +579,7 @@ def measure_tiny(name: str, hf_config: dict, opts: dict) -> dict:
     except Exception as e:
         row.update(status="build_failed", error=error_text(e))
         return row
-    row["params"] = count_params(model)
-    row["active"] = active_params(model, row["params"]["total"])
+    count_into(row, model)
     w = window_of(config)
     ref = w or DEFAULT_WINDOW
     lengths = [5, ref, 3 * ref + 1]
@@ -650,8 +655,7 @@ def measure_full_config(raw: dict, source: str | None = None, key: str | None = 
     except Exception as e:
         row.update(status="build_failed", error=error_text(e))
         return row
-    row["params"] = count_params(model)
-    row["active"] = active_params(model, row["params"]["total"])
+    count_into(row, model)
     w = _meta_safe_window(config)
     lengths = [FULL_TOKENS] + ([w + 3] if w else [])
     row["cache_run"] = {"batch": FULL_BATCH, "window": window_of(config), "prefill_lengths": lengths,
@@ -805,9 +809,8 @@ def main(argv: list[str] | None = None) -> int:
         merged.update({r["id"]: r for r in rows})
         rows = [merged[f"tiny/{n}"] for n in names if f"tiny/{n}" in merged]
     out = {
-        "command": COMMAND, "torch": torch.__version__, "transformers": transformers.__version__,
-        "python": platform.python_version(), "device": "cpu (tiny rows), meta (full_size)",
-        "note": ("Ground truth only, no predictions. Each row: hf_config (the dict given to AutoConfig.for_model), "
+        **header(COMMAND, "cpu (tiny rows), meta (full_size)", note=(
+                 "Ground truth only, no predictions. Each row: hf_config (the dict given to AutoConfig.for_model), "
                  "resolved (config attributes transformers derived), params (sum of numel over "
                  "model.parameters(), shared tensors once; embedding, lm_head (0 when tied), other, per layer "
                  "with names relative to the layer; multimodal: per component), active (total minus "
@@ -815,7 +818,7 @@ def main(argv: list[str] | None = None) -> int:
                  "(prefill of each length at batch 2 with use_cache=True, then 2 one-token decode steps; per "
                  "cache layer the class and the shape, dtype and numel x element_size bytes of keys, values, "
                  "conv_states, recurrent_states and other tensors; storage_bytes = distinct storages behind "
-                 "them). full_size rows: real config.json files on the meta device, batch 1, prefill only."),
+                 "them). full_size rows: real config.json files on the meta device, batch 1, prefill only.")),
         "rows": [jsonable(r) for r in rows],
     }
     if stored and "full_size" in stored:

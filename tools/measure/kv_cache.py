@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _offline import ROOT, write_json  # noqa: E402  (Hugging Face offline before transformers loads)
+from _offline import ROOT, header, write_json  # noqa: E402  (Hugging Face offline before transformers loads)
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
@@ -332,14 +331,12 @@ def main(argv: list[str] | None = None) -> int:
             print("STORED DIFFERS: " + line, file=sys.stderr)
         return 1 if bad or drift else 0
     out = {
-        "command": COMMAND, "torch": torch.__version__, "transformers": transformers.__version__,
-        "python": platform.python_version(), "device": "meta (catalogue, sliding) and cpu (tiny)",
-        "note": ("bytes = sum over the cache layers of keys and values (and Mamba layers' conv and recurrent "
+        **header(COMMAND, "meta (catalogue, sliding) and cpu (tiny)", note=("bytes = sum over the cache layers of keys and values (and Mamba layers' conv and recurrent "
                  "states), numel x element size, after a forward with use_cache=True; storage_bytes (cpu rows) = the "
                  "distinct storages behind them. predicted = vramlib.kv_cache_bytes (catalogue, tiny, sliding: "
                  "transformers' rule, sliding layers keep sliding_window - 1 tokens) or kv_bytes_per_token (config, "
                  "for models whose layers are all GQA attention). Sliding rows: predicted_every_token is what a "
-                 "runtime that ignores the window would hold."),
+                 "runtime that ignores the window would hold.")),
         "rows": rows,
     }
     write_json(OUTPUT, out)

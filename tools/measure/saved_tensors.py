@@ -84,6 +84,10 @@ SHAPES: dict[str, dict] = {
     "phi3-fused": dict(family="phi3", hidden=128, heads=8, kv_heads=4, ffn=320, vocab=400, layers=2, batch=2, seq=32),
     "mixtral-moe": dict(family="mixtral", hidden=64, heads=4, kv_heads=2, ffn=128, vocab=256, layers=2, batch=2,
                         seq=24, experts=4, top_k=2),
+    "qwen3-qknorm": dict(family="qwen3", hidden=128, heads=8, kv_heads=2, head_dim=16, ffn=320, vocab=500, layers=3,
+                         batch=1, seq=48),
+    "qwen3-wide-head": dict(family="qwen3", hidden=96, heads=3, kv_heads=1, head_dim=64, ffn=256, vocab=300, layers=2,
+                            batch=2, seq=40),
 }
 
 # (dtype, attention, recompute) variants per shape
@@ -106,6 +110,9 @@ SHAPE_VARIANTS: dict[str, list] = {
                    ("bf16", "sdpa", "selective"), ("bf16", "sdpa", "full")],
     "mixtral-moe": [("bf16", "sdpa", "none"), ("bf16", "eager", "none"), ("fp32", "sdpa", "none"),
                     ("bf16", "sdpa", "full")],
+    "qwen3-qknorm": FULL_VARIANTS + [("bf16", "sdpa", "selective"), ("fp16", "sdpa", "none")],
+    "qwen3-wide-head": [("bf16", "sdpa", "none"), ("fp32", "eager", "none"), ("bf16", "eager", "selective"),
+                        ("bf16", "sdpa", "full")],
 }
 QUICK = [("llama-a", "bf16", "sdpa", "none"), ("llama-a", "fp32", "eager", "none"),
          ("llama-a", "bf16", "eager", "selective"), ("llama-a", "bf16", "sdpa", "full"),
@@ -139,7 +146,7 @@ def hf_config(cfg: dict):
               num_attention_heads=cfg["heads"], num_key_value_heads=cfg["kv_heads"], head_dim=cfg["head_dim"],
               vocab_size=cfg["vocab"], max_position_embeddings=max(256, 2 * cfg["seq"]),
               pad_token_id=None, bos_token_id=None, eos_token_id=None, tie_word_embeddings=False)
-    if fam == "qwen2":
+    if fam in ("qwen2", "qwen3"):
         kw.update(use_sliding_window=False)
     if fam == "mistral":
         # a window shorter than the sequence makes transformers build a mask, which SDPA then keeps (not modelled)
@@ -283,14 +290,8 @@ def measure(cfg: dict, forward_only: bool = False) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 def spec_for(cfg: dict):
-    from vramlib.catalog.models import ModelSpec
-    fam = cfg["family"]
-    return ModelSpec(
-        name=cfg["shape"], n_layers=cfg["layers"], hidden=cfg["hidden"], n_heads=cfg["heads"],
-        n_kv_heads=cfg["kv_heads"], head_dim=cfg["head_dim"], ffn=cfg["ffn"], vocab=cfg["vocab"],
-        qkv_bias=fam == "qwen2", tied_embeddings=fam == "gemma2", norms_per_layer=4 if fam == "gemma2" else 2,
-        n_experts=cfg.get("experts", 0), experts_per_token=cfg.get("top_k", 0),
-        fused_qkv=fam == "phi3", fused_gate_up=fam == "phi3", family=fam)
+    from vramlib.explain.validation import saved_spec
+    return saved_spec(cfg, cfg["shape"])
 
 
 def predict(cfg: dict, scope: str) -> int:

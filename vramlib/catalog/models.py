@@ -238,7 +238,7 @@ class ModelSpec:
 
     def view(self) -> dict:
         """The model as portable code reads it, the shape of the browser's ``VL.model``: ``spec`` (its fields),
-        ``layers`` (its layer kinds, :func:`layer_kinds_of`), ``sym`` (the one layer kind's symbol values; a shape of
+        ``layers`` (its layer kinds, ``layer_kinds_of``), ``sym`` (the one layer kind's symbol values; a shape of
         several kinds refuses in one line when a calculation reads it) and ``linear_modules``."""
         return self._view(False)
 
@@ -339,7 +339,7 @@ class ModelSpec:
                         name: str | None = None) -> "ModelSpec":
         """A Hub model id (``"Qwen/Qwen3-8B"``): only its ``config.json``, fetched once with huggingface_hub or read
         from the local cache (``HF_HUB_OFFLINE=1``: the cache only), then :meth:`from_hf_config`. Offline with no
-        cached copy, a gated or unknown repository: one line naming the id (:func:`vramlib.catalog.hub.hub_config`)."""
+        cached copy, a gated or unknown repository: one line naming the id (``catalog.hub.hub_config``)."""
         from .hub import hub_config
 
         path = hub_config(model_id, revision=revision, cache_dir=cache_dir)
@@ -406,7 +406,7 @@ def _uniform_problem(m: "ModelSpec") -> str | None:
     if "none" in mixers or "none" in {k[2] for k in m.layer_kinds()}:
         what.append("blocks without attention or without an MLP")
     for flag, words in ((m.attention == "mla", "multi-head latent attention"),
-                        (m.qk_norm != "none", "q/k norms"), (m.attn_sinks, "attention sinks"),
+                        (m.qk_norm == "full", "full-width q/k norms"), (m.attn_sinks, "attention sinks"),
                         (m.shared_ffn not in (0, m.moe_ffn or m.ffn), "shared experts of another width"),
                         (m.router_bias, "a router bias"),
                         (m.shared_expert_gate, "a shared-expert gate"),

@@ -83,9 +83,9 @@ N_PARAMS = sum(MODEL_GROUPS.values(), sp.Integer(0)) + L * LAYER_PARAMS
 """A model of L layers of one kind; a model of several kinds sums LAYER_PARAMS per kind (ModelSpec.param_groups).
 The catalogue's counts equal transformers' (tests/test_models.py, tools/measure/architectures.py)."""
 
-UNIFORM_LAYER = {**{k: v for k, v in GQA_LAYER.items() if k not in (n_s, f_s)}, f_s: f}
-"""The classic layer with shared experts of the routed experts' width: the one layer kind the single-layer
-calculations (plans, sharding, design levers) model; their expressions are written for it."""
+UNIFORM_LAYER = {**{k: v for k, v in GQA_LAYER.items() if k not in (n_s, f_s, beta_qkh)}, f_s: f}
+"""The classic layer with shared experts of the routed experts' width and per-head q/k norms (Qwen3): the one layer
+kind the single-layer calculations (plans, sharding, design levers) model; their expressions are written for it."""
 
 N_PARAMS_UNIFORM = N_PARAMS.subs(UNIFORM_LAYER)
 """N_PARAMS of L layers of the one uniform kind, as chapter 13 displays it and the design levers solve it."""

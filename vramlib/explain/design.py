@@ -5,7 +5,7 @@ lever of a base shape at a time and reports, for each variant, what the memory a
 
 * **GQA / MQA** (``n_kv_heads``): KV cache per token, so the longest context and the concurrent sequences;
 * **depth vs width at equal parameters**: for a hidden size ``h``, the layer count that keeps the parameter
-  count ``N`` is solved with sympy from :data:`vramlib.core.formulas.N_PARAMS_UNIFORM` (``LAYERS_AT_EQUAL_PARAMS``);
+  count ``N`` is solved with sympy from ``formulas.N_PARAMS_UNIFORM`` (``LAYERS_AT_EQUAL_PARAMS``);
   wider-and-shallower means fewer ``L x h`` products, so less KV cache and fewer activations per token;
 * **FFN ratio** at equal parameters: a wider MLP buys fewer layers;
 * **MoE experts**: total parameters (memory) against active parameters (compute per token).

@@ -192,14 +192,15 @@ def kv_sliding_rows() -> list[dict]:
     return out
 
 
-def _saved_spec(cfg: dict, name: str) -> ModelSpec:
-    """The ModelSpec of a saved-tensor measurement shape (as tools/measure/saved_tensors.py builds it)."""
+def saved_spec(cfg: dict, name: str) -> ModelSpec:
+    """The ModelSpec of a saved-tensor measurement shape (the one reading: tools/measure/saved_tensors.py and the
+    tests use it)."""
     fam = cfg["family"]
     return ModelSpec(name, cfg["layers"], cfg["hidden"], cfg["heads"], cfg["kv_heads"], cfg["head_dim"], cfg["ffn"],
                      cfg["vocab"], qkv_bias=fam == "qwen2", tied_embeddings=fam == "gemma2",
                      norms_per_layer=4 if fam == "gemma2" else 2, n_experts=cfg.get("experts", 0),
                      experts_per_token=cfg.get("top_k", 0), fused_qkv=fam == "phi3", fused_gate_up=fam == "phi3",
-                     family=fam)
+                     family=fam, qk_norm="head" if fam == "qwen3" else "none")
 
 
 def activation_rows(style: str = "hf", scope: str | None = None, sixteen_bit_only: bool = False) -> list[Row]:
@@ -212,7 +213,7 @@ def activation_rows(style: str = "hf", scope: str | None = None, sixteen_bit_onl
         cfg = r["config"]
         if (scope and r["scope"] != scope) or (sixteen_bit_only and cfg["dtype"] == "fp32"):
             continue
-        pred = activation_bytes(_saved_spec(cfg, r["shape"]), seq=cfg["seq"], batch=cfg["batch"], dtype=cfg["dtype"],
+        pred = activation_bytes(saved_spec(cfg, r["shape"]), seq=cfg["seq"], batch=cfg["batch"], dtype=cfg["dtype"],
                                 attention=cfg["attention"], recompute=cfg["recompute"], style=style,
                                 scope=r["scope"])
         rows.append(Row(f"activations ({style})", r["id"], r["bytes"], pred))
@@ -249,7 +250,7 @@ def lora_saved_rows(adapters: str | None = "base", targets: str | None = None, s
         if (adapters and cfg["adapters"] != adapters) or (targets and cfg["targets"] != targets) or \
                 (scope and r["scope"] != scope):
             continue
-        pred = activation_bytes(_saved_spec(cfg, r["shape"]), seq=cfg["seq"], batch=cfg["batch"], dtype=cfg["dtype"],
+        pred = activation_bytes(saved_spec(cfg, r["shape"]), seq=cfg["seq"], batch=cfg["batch"], dtype=cfg["dtype"],
                                 attention=cfg["attention"], recompute=cfg["recompute"], scope=r["scope"])
         rows.append(Row("LoRA activations (full-FT formula)", r["id"], r["bytes"], pred,
                         f"{cfg['targets']}, adapters {cfg['adapters']}"))
@@ -660,7 +661,7 @@ __all__ = [
     "RELATIVE_ERROR", "activation_coefficient", "activation_configs", "activation_rows", "lora_saved_summary", "lora_saved_table", "MOE_LORA_MERGED_BYTES", "moe_lora_merged_bytes",
     "relative_error", "autocast_weight_cast_bytes_per_param", "available_measurements",
     "catalogue_exact", "component_rows", "component_summary", "convention_table", "error_bars", "error_stats",
-    "active_param_rows", "kv_config_rows", "kv_rows", "kv_sliding_rows", "load_measured", "load_published", "lora_param_rows",
+    "active_param_rows", "saved_spec", "kv_config_rows", "kv_rows", "kv_sliding_rows", "load_measured", "load_published", "lora_param_rows",
     "lora_saved_rows", "model_states_comparison", "optimizer_rows", "parity_plot", "provenance", "published_compute",
     "published_entry", "published_measured", "published_prediction", "published_predictions",
     "published_rows",

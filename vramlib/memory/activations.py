@@ -96,7 +96,7 @@ RECOMPUTE = ("none", "selective", "full")
 ATTENTION = ("eager", "sdpa", "flash")
 SCOPES = ("layer", "model")
 
-HF_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gemma", "gemma2", "phi3", "yi")
+HF_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "yi")
 """Families whose decoder layers the hf expressions follow (RMSNorm, RoPE, gated MLP)."""
 
 # --- symbols of this module ---------------------------------------------------------------------
@@ -109,6 +109,7 @@ z_fsc = sp.Symbol("z_fsc", **_ind)     # 1 for final-logit soft-capping (Gemma-2
 z_moe = sp.Symbol("z_moe", **_ind)     # 1 for a routed-experts MLP (Mixtral)
 z_oc = sp.Symbol("z_oc", **_ind)       # 1 when RoPE concatenates (Phi-3): q and the kernel output are head-major,
 #                                        so o_proj saves a contiguous copy of the output
+z_qkn = sp.Symbol("z_qkn", **_ind)     # 1 for per-head RMSNorms on q and k before RoPE (Qwen3)
 k_e = sp.Symbol("k_e", integer=True, positive=True)  # experts per token (1 for a dense MLP)
 t = sp.Symbol("t", integer=True, positive=True)      # tensor-parallel size
 z_sp = sp.Symbol("z_sp", **_ind)       # 1 with Megatron sequence parallelism
@@ -130,6 +131,11 @@ HF_ROPE_TABLES = 2 * s * d * b_a
 HF_QKV_HELD = b_a * _T * d * (n_h + 2 * n_kv + z_qkv * (n_h + n_kv))
 """q (after RoPE), k (after RoPE, n_kv heads) and v -- with a fused projection the whole q|k|v output
 that v is a view of. The core inputs every attention kernel keeps. Chapters 10, 12."""
+
+HF_QK_NORM = z_qkn * _T * (n_h + n_kv) * ((4 + b_a) * d + 4)
+"""Qwen3's q_norm and k_norm (RMSNorm over each head's d): the fp32 input copy, the normalised x in b_a before the
+weight, and an fp32 rsqrt per head and token -- the RoPE that follows saves what it saves without them (measured:
+tools/measure/saved_tensors.py, qwen3 shapes). Chapter 10."""
 
 HF_ATTN_OUT = b_a * _T * n_h * d
 """The attention core's output, kept by o_proj (and by the flash/SDPA kernel: the same storage, unless z_oc)."""
@@ -163,7 +169,7 @@ HF_CKPT_INPUT = b_a * _T * h
 
 
 def _layer(attn: sp.Expr) -> sp.Expr:
-    return 2 * HF_NORM_IN + (n_norm - 2) * HF_NORM_POST + HF_ROPE_TABLES + attn + HF_MLP
+    return 2 * HF_NORM_IN + (n_norm - 2) * HF_NORM_POST + HF_ROPE_TABLES + HF_QK_NORM + attn + HF_MLP
 
 
 HF_LAYER_SAVED_EAGER = _layer(HF_ATTN["eager"])
@@ -216,8 +222,8 @@ _CORE_RERUN = {
 
 def _model_selective(attn: str) -> sp.Expr:
     held = L * (HF_LAYER_SAVED_SELECTIVE - HF_ROPE_TABLES) + HF_ROPE_TABLES + HF_LOSS_HEAD
-    rerun = ((L - 1) * (HF_LAYER_SAVED_SELECTIVE - HF_ROPE_TABLES) + HF_ROPE_TABLES + HF_NORM_IN + HF_QKV_HELD
-             + _CORE_RERUN[attn])
+    rerun = ((L - 1) * (HF_LAYER_SAVED_SELECTIVE - HF_ROPE_TABLES) + HF_ROPE_TABLES + HF_NORM_IN + HF_QK_NORM
+             + HF_QKV_HELD + _CORE_RERUN[attn])
     return HF_OUTSIDE_LAYERS + sp.Max(held, rerun, evaluate=False)
 
 
@@ -289,7 +295,7 @@ def hf_indicators_of(s, family_repr):
     return [[["z_qkv", 1 if s["fused_qkv"] else 0], ["z_gemma", 1 if gemma else 0],
              ["z_sc", 1 if s["family"] == "gemma2" else 0], ["z_fsc", 1 if s["family"] == "gemma2" else 0],
              ["z_moe", 1 if s["n_experts"] > 0 else 0], ["z_oc", 1 if s["family"] == "phi3" else 0],
-             ["k_e", s["experts_per_token"] or 1]], None]
+             ["z_qkn", 1 if s["qk_norm"] == "head" else 0], ["k_e", s["experts_per_token"] or 1]], None]
 
 
 def _activation_dtype_bytes(dtype: str) -> int:
