@@ -128,7 +128,7 @@ def test_measurements_file_is_complete():
     configs = {r["id"].rsplit("/", 1)[0] for r in rows}
     assert len(configs) >= 16
     fams = {r["config"]["family"] for r in rows}
-    assert {"llama", "mistral", "qwen2", "gemma2", "phi3", "mixtral"} <= fams
+    assert {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gemma2", "phi3", "mixtral"} <= fams
     seen = {(r["config"]["dtype"], r["config"]["attention"], r["config"]["recompute"], r["scope"]) for r in rows}
     for dtype in ("bf16", "fp32"):
         for attention in ("eager", "sdpa"):

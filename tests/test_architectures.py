@@ -246,3 +246,17 @@ def test_qwen3_trains_with_its_q_k_norms_counted():
     assert lora.total > plain.total  # the norms' saved tensors and parameters
     stage = vl.plan_memory(m, tp=2, pp=2, dp=2, zero=1, seq=4096)
     assert len(stage.stages) == 2
+
+
+def test_qwen3_moe_trains_and_shards_its_experts():
+    """Qwen3-MoE's block is in the hf expressions (measured with norm_topk_prob true, as it ships); expert
+    parallelism divides its routed experts; a config with norm_topk_prob false refuses the hf style in one line."""
+    m = vl.get_model("qwen3-30b-a3b")
+    assert m.router_renorm and m.uniform_problem() is None
+    assert vl.training_memory(m, method="lora", seq=2048).total > vl.weights_bytes(m, "bf16")
+    per_gpu = [vl.plan_memory(m, dp=8, ep=ep, zero=1, seq=2048, recompute="full").stages[0].total for ep in (1, 8)]
+    assert per_gpu[1] < per_gpu[0]
+    cfg = json.loads((Path(vl.__file__).parent / "data" / "hf_configs" / "qwen3-30b-a3b.json").read_text())
+    off = vl.ModelSpec.from_hf_config(dict(cfg, norm_topk_prob=False))
+    with pytest.raises(VramlibError, match="norm_topk_prob"):
+        vl.activation_bytes(off, seq=1024, style="hf")

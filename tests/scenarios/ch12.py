@@ -1,4 +1,5 @@
-"""Chapter 12 alternate scenario: H100s, 1,024-token sequences, a 128-sequence batch, 128 GPUs for the larger search."""
+"""Chapter 12 alternate scenario: H100s, 1,024-token sequences, a 128-sequence batch, 128 GPUs for the larger search;
+Qwen3-235B-A22B with expert parallelism over 16 GPUs."""
 from __future__ import annotations
 
 import vramlib as vl
@@ -7,7 +8,8 @@ from vramlib import training_feasibility as TF
 
 STEM = "ch12-tp-pp-dp-design"
 PARAMS = dict(gpu="h100-sxm-80gb", seq=1024, global_batch=128, n_micro=16, bigger_cluster=128,
-              real_model="llama-3.1-70b", real_seq=2048, pp_sweep=[1, 3, 6])
+              real_model="llama-3.1-70b", real_seq=2048, pp_sweep=[1, 3, 6], moe_model="qwen3-235b-a22b", moe_dp=16,
+              moe_ep=[2, 16])
 
 
 def expected(p: dict) -> dict:
@@ -55,4 +57,8 @@ def expected(p: dict) -> dict:
         "q12_largest_b": vl.gb(largest.n_params),
         "q12_pp_acts": " / ".join(f"{vl.gb(a):.2f}" for a in pp_acts),
         "q12_card_gb": vl.gb(card.memory_bytes),
+        "q12_moe_params_b": vl.gb(vl.get_model(p["moe_model"]).n_params),
+        "q12_moe_last_gb": vl.gb(vl.plan_memory(p["moe_model"], dp=p["moe_dp"], ep=p["moe_ep"][-1], zero=1,
+                                                seq=p["real_seq"], recompute="full",
+                                                convention=p["master_convention"]).stages[0].total),
     }

@@ -8,7 +8,7 @@ STEM = "ch13-design-for-memory"
 PARAMS = dict(base_model="source-7b", gpu="a100-80gb", context=65536, train_seq=2048, n_gpus=4,
               kv_heads=[1, 4, 8, 32], gqa_kv_heads=8, hiddens=[2048, 4096, 6144], narrow_hidden=2048,
               wide_hidden=6144, ffn_ratios=[2, 4], experts=[0, 8, 16], moe_experts=16, real_mha="llama-2-7b",
-              real_gqa="mistral-7b", more_models=[])
+              real_gqa="qwen3-8b", more_models=[])
 
 
 def expected(p: dict) -> dict:

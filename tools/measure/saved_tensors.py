@@ -88,6 +88,10 @@ SHAPES: dict[str, dict] = {
                          batch=1, seq=48),
     "qwen3-wide-head": dict(family="qwen3", hidden=96, heads=3, kv_heads=1, head_dim=64, ffn=256, vocab=300, layers=2,
                             batch=2, seq=40),
+    "qwen3-moe": dict(family="qwen3_moe", hidden=64, heads=4, kv_heads=2, head_dim=16, ffn=128, vocab=256, layers=2,
+                      batch=2, seq=24, experts=4, top_k=2),
+    "qwen3-moe-wide": dict(family="qwen3_moe", hidden=96, heads=6, kv_heads=2, head_dim=16, ffn=160, vocab=300,
+                           layers=3, batch=1, seq=40, experts=8, top_k=4),
 }
 
 # (dtype, attention, recompute) variants per shape
@@ -113,6 +117,9 @@ SHAPE_VARIANTS: dict[str, list] = {
     "qwen3-qknorm": FULL_VARIANTS + [("bf16", "sdpa", "selective"), ("fp16", "sdpa", "none")],
     "qwen3-wide-head": [("bf16", "sdpa", "none"), ("fp32", "eager", "none"), ("bf16", "eager", "selective"),
                         ("bf16", "sdpa", "full")],
+    "qwen3-moe": [("bf16", "sdpa", "none"), ("bf16", "eager", "none"), ("fp32", "sdpa", "none"),
+                  ("bf16", "sdpa", "full"), ("bf16", "eager", "selective")],
+    "qwen3-moe-wide": [("bf16", "sdpa", "none"), ("fp32", "eager", "none"), ("bf16", "sdpa", "full")],
 }
 QUICK = [("llama-a", "bf16", "sdpa", "none"), ("llama-a", "fp32", "eager", "none"),
          ("llama-a", "bf16", "eager", "selective"), ("llama-a", "bf16", "sdpa", "full"),
@@ -146,8 +153,11 @@ def hf_config(cfg: dict):
               num_attention_heads=cfg["heads"], num_key_value_heads=cfg["kv_heads"], head_dim=cfg["head_dim"],
               vocab_size=cfg["vocab"], max_position_embeddings=max(256, 2 * cfg["seq"]),
               pad_token_id=None, bos_token_id=None, eos_token_id=None, tie_word_embeddings=False)
-    if fam in ("qwen2", "qwen3"):
+    if fam in ("qwen2", "qwen3", "qwen3_moe"):
         kw.update(use_sliding_window=False)
+    if fam == "qwen3_moe":  # every layer sparse, top-k weights renormalised as Qwen3-30B-A3B ships
+        kw.update(moe_intermediate_size=cfg["ffn"], num_experts=cfg["experts"], num_experts_per_tok=cfg["top_k"],
+                  norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[])
     if fam == "mistral":
         # a window shorter than the sequence makes transformers build a mask, which SDPA then keeps (not modelled)
         kw.update(sliding_window=None)

@@ -596,6 +596,8 @@ def _moe_fields(r: _Reader, family: str, layers: int, kw: dict) -> int:
         n_shared, shared = 1, width
     kw.update(n_experts=n_exp, experts_per_token=k, moe_ffn=width if width != dense else 0, n_shared_experts=n_shared,
               shared_ffn=shared if shared not in (0, width) else 0, router_bias=family == "gpt_oss")
+    if family in ("qwen2_moe", "qwen3_moe"):  # the top-k weights renormalised to sum to 1 (their router's option)
+        kw["router_renorm"] = r.flag("norm_topk_prob", default=False)
     if not all(moe):
         kw["mlp_types"] = tuple("moe" if x else "dense" for x in moe)
     return dense

@@ -22,7 +22,8 @@ NORMS = ("rmsnorm", "layernorm")
 MLP_MODULES = ("gate_proj", "up_proj", "down_proj", "gate_up_proj")
 """Linear modules of the MLP, repeated per expert in MoE layers."""
 _BOOL_FIELDS = ("gated_mlp", "qkv_bias", "attn_out_bias", "mlp_bias", "tied_embeddings", "fused_qkv", "fused_gate_up",
-                "attn_sinks", "shared_expert_gate", "router_bias", "ssm_conv_bias", "ssm_proj_bias", "ssm_norm")
+                "attn_sinks", "shared_expert_gate", "router_bias", "ssm_conv_bias", "ssm_proj_bias", "ssm_norm",
+                "router_renorm")
 MIXERS = ("full", "sliding", "chunked", "mamba", "none")
 """A layer's token mixer: attention over every token, over a sliding window of ``sliding_window`` tokens, within
 chunks of ``attention_chunk`` tokens (Llama-4's local layers), a Mamba-2 state-space mixer, or none (an MLP-only
@@ -99,6 +100,7 @@ class ModelSpec:
     ssm_norm: bool = True
     text_only_of: str | None = None
     cache_heads: int = 0
+    router_renorm: bool = False
 
     def __post_init__(self) -> None:
         # Values are checked and stored normalised (8.0 -> 8, numpy ints and bools -> Python ones), so a copy made

@@ -200,7 +200,8 @@ def saved_spec(cfg: dict, name: str) -> ModelSpec:
                      cfg["vocab"], qkv_bias=fam == "qwen2", tied_embeddings=fam == "gemma2",
                      norms_per_layer=4 if fam == "gemma2" else 2, n_experts=cfg.get("experts", 0),
                      experts_per_token=cfg.get("top_k", 0), fused_qkv=fam == "phi3", fused_gate_up=fam == "phi3",
-                     family=fam, qk_norm="head" if fam == "qwen3" else "none")
+                     family=fam, qk_norm="head" if fam in ("qwen3", "qwen3_moe") else "none",
+                     router_renorm=fam == "qwen3_moe")
 
 
 def activation_rows(style: str = "hf", scope: str | None = None, sixteen_bit_only: bool = False) -> list[Row]:

@@ -96,7 +96,7 @@ RECOMPUTE = ("none", "selective", "full")
 ATTENTION = ("eager", "sdpa", "flash")
 SCOPES = ("layer", "model")
 
-HF_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "yi")
+HF_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "phi3", "yi")
 """Families whose decoder layers the hf expressions follow (RMSNorm, RoPE, gated MLP)."""
 
 # --- symbols of this module ---------------------------------------------------------------------
@@ -110,6 +110,7 @@ z_moe = sp.Symbol("z_moe", **_ind)     # 1 for a routed-experts MLP (Mixtral)
 z_oc = sp.Symbol("z_oc", **_ind)       # 1 when RoPE concatenates (Phi-3): q and the kernel output are head-major,
 #                                        so o_proj saves a contiguous copy of the output
 z_qkn = sp.Symbol("z_qkn", **_ind)     # 1 for per-head RMSNorms on q and k before RoPE (Qwen3)
+z_q3r = sp.Symbol("z_q3r", **_ind)     # 1 for Qwen3-MoE's router (top-k weights renormalised, kept in b_a)
 k_e = sp.Symbol("k_e", integer=True, positive=True)  # experts per token (1 for a dense MLP)
 t = sp.Symbol("t", integer=True, positive=True)      # tensor-parallel size
 z_sp = sp.Symbol("z_sp", **_ind)       # 1 with Megatron sequence parallelism
@@ -161,7 +162,11 @@ HF_MLP_DENSE = 4 * b_a * _T * f
 HF_MLP_MOE = 4 * _T * E + 4 * _T + 40 * _T * k_e + 4 * E + b_a * _T * k_e * (2 * h + 4 * f)
 """Mixtral MoE block with grouped-GEMM experts (router, permutations, T k expert rows). Chapter 10."""
 
-HF_MLP = (1 - z_moe) * HF_MLP_DENSE + z_moe * HF_MLP_MOE
+HF_MLP_MOE_Q3 = HF_MLP_MOE - z_q3r * _T * k_e * (4 - b_a)
+"""Qwen3-MoE's block (norm_topk_prob true): Mixtral's, with the T k routing weights kept in b_a where Mixtral keeps
+them in fp32 (measured: tools/measure/saved_tensors.py, qwen3-moe shapes). Chapter 10."""
+
+HF_MLP = (1 - z_moe) * HF_MLP_DENSE + z_moe * HF_MLP_MOE_Q3
 """The MLP block: dense, or routed experts."""
 
 HF_CKPT_INPUT = b_a * _T * h
@@ -291,11 +296,15 @@ def hf_indicators_of(s, family_repr):
         return [[], ["model", s["name"], "style='hf' follows RMSNorm/RoPE/gated-MLP decoders (" +
                      ", ".join(shared("HF_FAMILIES")) + "); family " + family_repr + " is not modelled, use "
                      "style='megatron'"]]
+    if s["family"] == "qwen3_moe" and not s["router_renorm"]:
+        return [[], ["model", s["name"], "style='hf' models Qwen3-MoE's router with norm_topk_prob true (as it "
+                     "ships); false is not measured, use style='megatron'"]]
     gemma = s["family"] in ("gemma", "gemma2")
     return [[["z_qkv", 1 if s["fused_qkv"] else 0], ["z_gemma", 1 if gemma else 0],
              ["z_sc", 1 if s["family"] == "gemma2" else 0], ["z_fsc", 1 if s["family"] == "gemma2" else 0],
              ["z_moe", 1 if s["n_experts"] > 0 else 0], ["z_oc", 1 if s["family"] == "phi3" else 0],
-             ["z_qkn", 1 if s["qk_norm"] == "head" else 0], ["k_e", s["experts_per_token"] or 1]], None]
+             ["z_qkn", 1 if s["qk_norm"] == "head" else 0], ["z_q3r", 1 if s["family"] == "qwen3_moe" else 0],
+             ["k_e", s["experts_per_token"] or 1]], None]
 
 
 def _activation_dtype_bytes(dtype: str) -> int:

@@ -76,7 +76,7 @@ def as_dense_llama(expr: sp.Expr) -> sp.Expr:
     from ..memory import activations as A
     from ..core.symbols import n_norm
 
-    zeros = dict.fromkeys([A.z_qkv, A.z_gemma, A.z_sc, A.z_fsc, A.z_moe, A.z_oc, A.z_qkn, A.z32], 0)
+    zeros = dict.fromkeys([A.z_qkv, A.z_gemma, A.z_sc, A.z_fsc, A.z_moe, A.z_oc, A.z_qkn, A.z_q3r, A.z32], 0)
     return expr.subs({**zeros, A.k_e: 1, n_norm: 2})
 
 
