@@ -557,6 +557,21 @@ def run_cache(model, vocab: int, batch: int, prefill: int, decode: int, device: 
 # --------------------------------------------------------------------------------------------------
 
 
+def cache_runs(row: dict, model, vocab: int, lengths: list[int], how: tuple, failed: str) -> list[dict]:
+    """One prefill (then ``how`` = (batch, decode steps, device)) per length; a failure is recorded in the run and
+    marks the row ``failed``."""
+    batch, steps, device = how
+    runs = []
+    for n in lengths:
+        try:
+            runs.append({"prefill": n, "steps": run_cache(model, vocab, batch, n, steps, device)})
+        except Exception as e:
+            runs.append({"prefill": n, "error": error_text(e)})
+            row["status"] = failed
+            row.setdefault("error", error_text(e))
+    return runs
+
+
 def count_into(row: dict, model) -> None:
     """A row's parameters and active parameters."""
     row["params"] = count_params(model)
@@ -587,15 +602,7 @@ def measure_tiny(name: str, hf_config: dict, opts: dict) -> dict:
                         "ids": f"torch.randint(0, vocab, (batch, n), generator=manual_seed({SEED}))",
                         "forward": f"model(input_ids=..., use_cache=True), then {_CACHE_KW}=returned cache"}
     text = config.get_text_config(decoder=True)
-    runs = []
-    for n in lengths:
-        try:
-            runs.append({"prefill": n, "steps": run_cache(model, text.vocab_size, BATCH, n, DECODE_STEPS, "cpu")})
-        except Exception as e:
-            runs.append({"prefill": n, "error": error_text(e)})
-            row["status"] = "run_failed"
-            row.setdefault("error", error_text(e))
-    row["cache"] = runs
+    row["cache"] = cache_runs(row, model, text.vocab_size, lengths, (BATCH, DECODE_STEPS, "cpu"), "run_failed")
     return row
 
 
@@ -661,15 +668,7 @@ def measure_full_config(raw: dict, source: str | None = None, key: str | None = 
     row["cache_run"] = {"batch": FULL_BATCH, "window": window_of(config), "prefill_lengths": lengths,
                         "decode_steps": 0, "device": "meta"}
     text = config.get_text_config(decoder=True)
-    runs = []
-    for n in lengths:
-        try:
-            runs.append({"prefill": n, "steps": run_cache(model, text.vocab_size, FULL_BATCH, n, 0, "meta")})
-        except Exception as e:
-            runs.append({"prefill": n, "error": error_text(e)})
-            row["status"] = "cache_failed"
-            row.setdefault("error", error_text(e))
-    row["cache"] = runs
+    row["cache"] = cache_runs(row, model, text.vocab_size, lengths, (FULL_BATCH, 0, "meta"), "cache_failed")
     return row
 
 # --------------------------------------------------------------------------------------------------
