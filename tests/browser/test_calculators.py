@@ -221,11 +221,12 @@ def _first_page_with(driver, calc: str) -> Path:
 
 
 def test_a_wrong_formula_is_caught(driver, build_dir):
-    """Probe: double the generated (exact) KV-cache formula in the page; the comparison must report differences."""
+    """Probe: double the generated (exact) per-layer KV-cache formula the calculators evaluate (KV_LAYER_ELEMENTS);
+    the comparison must report differences."""
     _first_page_with(driver, "inference")
     driver.execute_script("""
-      const f = VL.exact.KV_CACHE_BYTES;
-      VL.exact.KV_CACHE_BYTES = v => VL.Q.mul(f(v), VL.Q(2));""")
+      const f = VL.exact.KV_LAYER_ELEMENTS;
+      VL.exact.KV_LAYER_ELEMENTS = v => VL.Q.mul(f(v), VL.Q(2));""")
     el = next(e for e in calculators_on(driver) if e.get_attribute("data-calc") == "inference")
     row = check_panel(driver, el, 10, random.Random(1), ui_sets=0)
     assert len(row["diffs"]) >= 10 - row["error_sets"] and row["diffs"], "a doubled KV cache went unnoticed"
