@@ -903,8 +903,8 @@ def fit_map(models: Sequence[str], gpus: Sequence[str | tuple[str, int]], precis
             **serving_kw) -> list[dict]:
     """Verdicts for every GPU (or ``(gpu, count)``) x model x weight format: does it fit, and the longest context.
 
-    ``engine="kv-only"``: weights + KV cache + ``reserve`` (formulas.MAX_TOKENS_KV_ONLY; a count splits
-    weights, KV and reserve over the GPUs). ``engine="vllm"``: :func:`serving_kv_capacity` with ``tp`` =
+    ``engine="kv-only"``: weights + KV cache + ``reserve`` (:func:`vramlib.solve.feasibility.max_tokens`; a count
+    splits weights, KV and reserve over the GPUs). ``engine="vllm"``: :func:`serving_kv_capacity` with ``tp`` =
     count (``serving_kw`` passed on). ``usable context`` is capped at the model's trained context.
     """
     engine = check_choice("engine", engine, ENGINES)

@@ -67,8 +67,8 @@ def max_tokens(model: ModelSpec | str, memory: int | str = "24GiB", weights: str
                **options) -> int:
     """Longest context (tokens per sequence, for ``batch`` sequences) that fits ``memory``.
 
-    ``attention=None``: weights + KV cache + reserve only, the closed form formulas.MAX_TOKENS_KV_ONLY
-    (the source's method). ``attention="sdpa"|"eager"|"flash"`` adds the prefill workspace (bisection).
+    ``attention=None``: weights + KV cache + reserve only, the closed form formulas.MAX_TOKENS_PER_TOKEN_BYTES
+    where the cache grows linearly (the source's MAX_TOKENS_KV_ONLY), else an exact search. ``attention="sdpa"|"eager"|"flash"`` adds the prefill workspace (bisection).
     ``memory`` is bytes, a string such as ``"24GiB"``, or a GPU name. Returns 0 when not even one token fits.
     ``options``: ``prefill_chunk`` (tokens per prefill step) and ``runtime``, the KV-cache rule
     (:func:`vramlib.memory.inference.kv_cache_bytes`: "transformers" by default). A model whose cache stops
@@ -90,8 +90,15 @@ def max_tokens(model: ModelSpec | str, memory: int | str = "24GiB", weights: str
         return inference_memory(m, weights, kv_dtype, t, batch, attention, res, prefill_chunk=prefill_chunk,
                                 runtime=runtime).total <= cap
 
-    if prefill_chunk is not None and kv_is_bounded(m.view()) and fits(TOKENS_LIMIT):
-        return m.max_context  # windows and a chunked prefill: nothing grows with the context, the model limits it
+    return longest_context(m, fits, prefill_chunk is not None)
+
+
+def longest_context(m: ModelSpec, fits: Callable[[int], bool], prefill_capped: bool) -> int:
+    """The largest T with ``fits(T)`` (:func:`largest_fitting`), or the model's ``max_context`` when nothing grows
+    with the context -- a cache that stops growing (windows, chunks, Mamba states) and a prefill workspace capped by a
+    chunk (``prefill_capped``) -- and it fits even at TOKENS_LIMIT: then the model limits the context, not memory."""
+    if prefill_capped and kv_is_bounded(m.view()) and fits(TOKENS_LIMIT):
+        return m.max_context
     return largest_fitting(fits)
 
 
@@ -138,7 +145,7 @@ def max_batch(model: ModelSpec | str, memory: int | str, tokens: int, weights: s
               runtime: "str | CacheRule" = "transformers") -> int:
     """Most sequences of ``tokens`` tokens held at once; 0 if none fits.
 
-    ``attention=None``: weights + KV cache + reserve, the closed form formulas.MAX_BATCH_KV_ONLY;
+    ``attention=None``: weights + KV cache + reserve, the closed form formulas.MAX_BATCH_PER_SEQUENCE_BYTES;
     otherwise the prefill workspace of the whole batch is added (bisection).
     """
     m = get_model(model)
@@ -165,7 +172,7 @@ def min_gpus(sharded_bytes: int, memory: int | str, replicated_bytes: int | str 
     return fewest_gpus(sharded_bytes, cap, rep)
 
 
-share_lazy(MIN_GPUS=lambda: F.MIN_GPUS, MAX_BATCH_KV_ONLY=lambda: F.MAX_BATCH_KV_ONLY)
+share_lazy(MIN_GPUS=lambda: F.MIN_GPUS)
 
 
 @portable

@@ -24,7 +24,7 @@ from ..core import formulas as F
 from ..memory.breakdown import Breakdown
 from ..core.errors import (InvalidValueError, UnknownNameError, VramlibError, check_choice, check_number,
                      check_positive_int)
-from ..solve.feasibility import TOKENS_LIMIT, kv_is_bounded, largest_fitting, max_tokens
+from ..solve.feasibility import longest_context, max_tokens
 from ..catalog.hardware import GPU, get_gpu
 from ..memory.inference import (
     ATTENTION, DEFAULT_RESERVE, TP_SHARD_BYTES, inference_memory, kv_cache_bytes, weights_detail_tp,
@@ -213,9 +213,7 @@ def max_context(model: ModelSpec | str, hardware: str | Hardware | GPU, weights:
         return inference_memory_tp(m, hw.count, weights, kv_dtype, t, batch, attention, reserve,
                                    prefill_chunk=prefill_chunk).total <= hw.per_gpu_bytes
 
-    if (attention is None or prefill_chunk is not None) and kv_is_bounded(m.view()) and fits(TOKENS_LIMIT):
-        return m.max_context  # nothing grows with the context (windows, states, a chunked prefill): as max_tokens
-    return largest_fitting(fits)
+    return longest_context(m, fits, attention is None or prefill_chunk is not None)
 
 
 # --- a fit: breakdown per GPU, capacity, verdict --------------------------------------------------------------
