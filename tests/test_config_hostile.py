@@ -97,6 +97,12 @@ def test_gptq_checkpoint_carries_its_format():
     assert vl.weights_bytes(m, m.default_weights) < vl.weights_bytes(m, "fp16") / 3
 
 
+def _ct(fmt: str, ignore=("lm_head",), **weights) -> dict:
+    """A compressed-tensors quantization_config of one config group over every Linear layer."""
+    return {"quant_method": "compressed-tensors", "format": fmt, "ignore": list(ignore),
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}}}
+
+
 @pytest.mark.parametrize("qc,expected", [
     ({"quant_method": "gptq", "bits": 4}, "gptq-4bit-g128"),  # GPTQConfig group_size default 128
     ({"quant_method": "gptq", "bits": 8, "group_size": 32}, "gptq-8bit-g32"),
@@ -114,6 +120,13 @@ def test_gptq_checkpoint_carries_its_format():
     ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "nf4"),  # BitsAndBytesConfig: fp4 by default
     ({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "fp4",
       "bnb_4bit_use_double_quant": True, "llm_int8_skip_modules": ["lm_head"]}, "nf4-dq"),
+    # compressed-tensors as llm-compressor writes it: W4A16 (pack-quantized), NVFP4, FP8 per tensor
+    (_ct("pack-quantized", num_bits=4, type="int", strategy="group", group_size=128, symmetric=True, actorder=None),
+     "int4-sym-g128"),
+    (_ct("pack-quantized", ignore=["re:.*lm_head", "re:.*mlp.gate$"], num_bits=8, type="int", strategy="group",
+         group_size=64), "int8-sym-g64"),
+    (_ct("nvfp4-pack-quantized", num_bits=4, type="float", strategy="tensor_group", group_size=16), "nvfp4"),
+    (_ct("float-quantized", num_bits=8, type="float", strategy="tensor"), "fp8-e4m3"),
 ])
 def test_quantization_config_maps_to_the_precision_catalogue(qc, expected):
     m = read(dict(LLAMA2, quantization_config=qc))
@@ -124,7 +137,14 @@ def test_quantization_config_maps_to_the_precision_catalogue(qc, expected):
 @pytest.mark.parametrize("qc,names", [
     ({"quant_method": "mxfp4", "modules_to_not_convert": ["mlp"]}, ["quantization_config.modules_to_not_convert"]),
     ({"quant_method": "mxfp8"}, ["quantization_config.quant_method", "supported"]),
-    ({"quant_method": "compressed-tensors", "config_groups": {}}, ["quantization_config.quant_method", "supported"]),
+    ({"quant_method": "compressed-tensors", "config_groups": {}}, ["quantization_config.config_groups", "one config"]),
+    (_ct("pack-quantized", num_bits=4, type="int", strategy="group", group_size=128, symmetric=False),
+     ["quantization_config.config_groups.group_0.weights.symmetric"]),
+    (_ct("float-quantized", num_bits=8, type="float", strategy="channel"), ["config_groups", "channel", "modelled"]),
+    (_ct("pack-quantized", ignore=["model.layers.0.mlp.down_proj"], num_bits=4, type="int", strategy="group",
+         group_size=128), ["quantization_config.ignore", "down_proj"]),
+    (_ct("pack-quantized", num_bits=4, type="int", strategy="group", group_size=128, actorder="group"),
+     ["weights.actorder"]),
     ({"quant_method": "fp8", "weight_block_size": [64, 64]}, ["quantization_config.weight_block_size", "128"]),
     ({"quant_method": "fp8", "fmt": "e5m2"}, ["quantization_config.fmt"]),
     ({"quant_method": "fbgemm_fp8"}, ["quantization_config.quant_method"]),
@@ -465,6 +485,10 @@ _FAMILY_TIED = {"gemma": True, "gemma2": True, "falcon": True, "gpt2": True, "ge
                 "cohere2": True}
 
 
+_GEMMA3_FIELD = {"vocab_size": "vocab", "num_attention_heads": "n_heads", "num_key_value_heads": "n_kv_heads",
+                 "head_dim": "head_dim", "sliding_window": "sliding_window", "max_position_embeddings": None}
+
+
 def _documented_default(model_type: str, key: str, spec: vl.ModelSpec) -> dict | None:
     fam = "falcon" if model_type.startswith("Refined") else model_type
     if key == "num_key_value_heads" and fam in ("llama", "yi", "phi3", "olmo2", "cohere", "cohere2", "granite",
@@ -481,6 +505,11 @@ def _documented_default(model_type: str, key: str, spec: vl.ModelSpec) -> dict |
         return {"sliding_window": 0, "layer_types": ()}
     if key == "tie_word_embeddings":
         return {"tied_embeddings": _FAMILY_TIED.get(fam, False)}
+    if fam == "gemma3_text" and key in _GEMMA3_FIELD:  # Gemma3TextConfig's defaults (Gemma-3 1B ships top-level)
+        from vramlib.catalog.hf_config import _CLASS_DEFAULTS
+        return {_GEMMA3_FIELD[key]: _CLASS_DEFAULTS["gemma3_text"][key]} if _GEMMA3_FIELD[key] else {}
+    if key == "norm_topk_prob" and fam in ("qwen2_moe", "qwen3_moe"):  # Qwen2MoeConfig / Qwen3MoeConfig: False
+        return {"router_renorm": False}
     if key in ("attention_bias", "mlp_bias") and fam in ("llama", "yi", "gemma", "gemma2"):
         return {"qkv_bias": False, "attn_out_bias": False} if key == "attention_bias" else {"mlp_bias": False}
     if fam == "falcon" and key in ("multi_query", "parallel_attn", "bias", "new_decoder_architecture", "alibi"):

@@ -262,10 +262,10 @@ def test_gguf_bits_follow_llama_cpp_rules_exactly():
     for name in precision_names():
         p = get_precision(name)
         for kind in WEIGHT_KINDS:
-            for n_layers, gqa, n_x in ((32, 1, 0), (80, 8, 0), (61, 4, 8), (1, 2, 0)):
+            for n_layers, gqa, n_x, t70 in ((32, 1, 0, 0), (80, 8, 0, 1), (61, 4, 8, 0), (1, 2, 0, 0), (48, 8, 128, 0)):
                 view = {k: (float(v) if isinstance(v, Fraction) else v) for k, v in precision_view(p).items()}
-                reqs.append(f"VL.py.bits_of({js(view)}, {js(kind)}, {n_layers}, {gqa}, {n_x})")
-                want.append(tensor_bits(p, kind, n_layers, gqa, n_x))
+                reqs.append(f"VL.py.bits_of({js(view)}, {js(kind)}, {n_layers}, {gqa}, {n_x}, {t70})")
+                want.append(tensor_bits(p, kind, n_layers, gqa, n_x, bool(t70)))
     got = run_js(reqs)
     assert len(reqs) > 500
     assert [_q(g["ok"]) if "ok" in g else g for g in got] == want

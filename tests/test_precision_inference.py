@@ -40,6 +40,8 @@ def test_real_formats_keep_tensors_unquantized():
     ("llama-2-7b", "q4_k_m", 4.08), ("llama-2-7b", "q4_0", 3.83), ("llama-2-7b", "q8_0", 7.16),
     ("llama-2-7b", "q5_k_m", 4.78), ("llama-2-7b", "q6_k", 5.53), ("llama-2-13b", "q4_k_m", 7.87),
     ("mistral-7b", "q4_k_m", 4.37), ("mixtral-8x7b", "q4_k_m", 26.44),
+    # localmodels' GGML v3 files of LLaMA-13B (README "Provided files"; the legacy types' rules have not changed)
+    ("llama-13b", "q4_0", 7.32), ("llama-13b", "q4_1", 8.14), ("llama-13b", "q5_0", 8.95), ("llama-13b", "q5_1", 9.76),
 ])
 def test_gguf_sizes_match_published_files(model, fmt, file_gb):
     assert abs(vl.weights_bytes(model, fmt) / 1e9 - file_gb) / file_gb < 0.01
@@ -49,6 +51,52 @@ def test_gguf_mix_upgrades_some_layers():
     p = vl.get_precision("q4_k_m")
     assert tensor_bits(p, "attn_q", 32) == Fraction(9, 2)
     assert Fraction(9, 2) < tensor_bits(p, "attn_v", 32) < Fraction(105, 16)
+
+
+def test_new_gguf_types_are_their_block_structs():
+    # bytes per block / weights per block of ggml-common.h's block_q4_1, block_q5_0, block_q5_1, block_iq4_xs and
+    # block_iq2_xxs: 20, 22, 24 bytes per 32; 136 and 66 bytes per 256
+    bits = {n: vl.get_precision(n).bits for n in ("q4_1", "q5_0", "q5_1", "iq4_xs", "iq2_xxs")}
+    assert bits == {"q4_1": 5, "q5_0": Fraction(11, 2), "q5_1": 6, "iq4_xs": Fraction(17, 4), "iq2_xxs": Fraction(33, 16)}
+
+
+def test_gguf_mix_rules_per_layer():
+    """llama_tensor_get_type_impl's branches: Q4_K_S lifts the first 4 attn_v and the first eighth of ffn_down to
+    Q5_K; Q3_K_L stores attn_v, attn_output and ffn_down as Q5_K; IQ4_XS lifts attn_v to Q5_K from 4 query heads per
+    KV head; IQ2_XXS keeps attn_v Q2_K below that and Q4_K from it, and its LM head is Q5_K; the 8-expert rules apply
+    to 8 experts only; the 70B rule lifts Q4_K attn_v to Q5_K."""
+    from vramlib.catalog.precision import GGML_BITS as G
+    tb = lambda name, kind, *a: tensor_bits(vl.get_precision(name), kind, *a)  # noqa: E731
+    assert tb("q4_k_s", "attn_v", 32) == (4 * G["q5_k"] + 28 * G["q4_k"]) / 32
+    assert tb("q4_k_s", "mlp_down", 32) == (4 * G["q5_k"] + 28 * G["q4_k"]) / 32
+    assert tb("q4_k_s", "attn_q", 32) == G["q4_k"]
+    assert [tb("q3_k_l", k, 32) for k in ("attn_v", "attn_o", "mlp_down", "attn_q")] == [G["q5_k"]] * 3 + [G["q3_k"]]
+    assert tb("iq4_xs", "attn_v", 32, 4) == G["q5_k"] and tb("iq4_xs", "attn_v", 32, 2) == G["iq4_xs"]
+    assert tb("iq2_xxs", "attn_v", 32, 2) == G["q2_k"] and tb("iq2_xxs", "attn_v", 32, 4) == G["q4_k"]
+    assert tb("iq2_xxs", "lm_head") == G["q5_k"] and tb("iq2_xxs", "embed") == G["q2_k"]
+    assert tb("q4_k_m", "attn_v", 48, 8, 128) < G["q8_0"] == tb("q4_k_m", "attn_v", 32, 4, 8)
+    assert tb("q4_k_m", "attn_k", 32, 4, 8) == G["q8_0"] and tb("q4_k_m", "attn_k", 48, 8, 128) == G["q4_k"]
+    lifted = tensor_bits(vl.get_precision("q4_k_s"), "attn_v", 80, 8, 0, True)
+    assert lifted == G["q5_k"] > tensor_bits(vl.get_precision("q4_k_s"), "attn_v", 80, 8, 0, False)
+
+
+def test_gguf_stores_tied_embeddings_as_the_head():
+    """llama.cpp quantizes a tied token-embedding table with the output's type (Q6_K under Q4_K_M), not the mix's."""
+    tied, untied = vl.get_model("qwen3-0.6b"), vl.get_model("qwen3-0.6b").with_(tied_embeddings=False)
+    g = tied.param_groups()
+    extra = vl.weights_bytes(untied, "q4_k_m") - vl.weights_bytes(tied, "q4_k_m")
+    from vramlib.catalog.precision import GGML_BITS as G
+    # untied, the head stays Q6_K and the table drops to the mix's Q4_K: one more Q4_K table in all
+    assert abs(extra - g["embed"] * G["q4_k"] / 8) <= 1
+
+
+@pytest.mark.parametrize("model,fmt,words", [
+    ("qwen2.5-0.5b", "q4_k_m", "896 weights (hidden)"), ("gpt-oss-20b", "iq4_xs", "2880 weights (hidden)"),
+    ("falcon-7b", "q8_0", "Falcon"), ("deepseek-v3", "q4_k_s", "attn_kv_a")])
+def test_gguf_refuses_what_its_rules_do_not_model(model, fmt, words):
+    with pytest.raises(vl.InvalidValueError, match="weights") as e:
+        vl.weights_bytes(model, fmt)
+    assert words in str(e.value) and "\n" not in str(e.value)
 
 
 def test_kv_cache_rejects_weight_only_formats():

@@ -45,7 +45,7 @@ def test_real_4bit_formats_carry_scales():
 
 def test_mixtral_q4_k_m_does_not_fit_the_4090():
     w = vl.weights_bytes("mixtral-8x7b", "q4_k_m")
-    assert round(vl.gb(w), 1) == 26.4 and vl.gib(w) > 24 > CARD.memory_gib
+    assert round(vl.gb(w), 1) == 26.5 and vl.gib(w) > 24 > CARD.memory_gib
     assert vl.max_tokens("mixtral-8x7b", CARD.key, "q4_k_m", reserve="0.5GB") == 0
     # GPTQ squeezes in with a short context; Q3_K_M and Q2_K fit with room
     assert 0 < vl.max_tokens("mixtral-8x7b", CARD.key, "gptq-4bit-g128", reserve="0.5GB") < 8192

@@ -656,9 +656,10 @@ def measure_full_config(raw: dict, source: str | None = None, key: str | None = 
         config = build_config(hf_config)
         row["config_class"] = type(config).__name__
         row["resolved"] = resolved(config)
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="eager")
-        model.eval()
+        if type(config) not in AutoModelForCausalLM._model_mapping:  # an image-text model with no causal-LM class
+            config = config.get_text_config(decoder=True)  # (Mistral-3): its language model, which vramlib counts
+            row["build"]["built"] = f"the text model only ({type(config).__name__}): no causal-LM class for the whole"
+        model = _meta_model(config)
     except Exception as e:
         row.update(status="build_failed", error=error_text(e))
         return row
@@ -668,8 +669,20 @@ def measure_full_config(raw: dict, source: str | None = None, key: str | None = 
     row["cache_run"] = {"batch": FULL_BATCH, "window": window_of(config), "prefill_lengths": lengths,
                         "decode_steps": 0, "device": "meta"}
     text = config.get_text_config(decoder=True)
+    if getattr(text, "rope_parameters", None) and text.rope_parameters.get("rope_type") == "longrope":
+        # longrope reads a tensor's value (.item()), which the meta device cannot; the cache's shapes do not depend
+        # on the rotary scaling, so the cache run uses the default rotary embedding
+        text.rope_parameters = {"rope_type": "default", "rope_theta": text.rope_parameters.get("rope_theta", 10000.0)}
+        row["cache_run"]["rope"] = "default (the config's longrope cannot run on the meta device)"
+        model = _meta_model(config)
     row["cache"] = cache_runs(row, model, text.vocab_size, lengths, (FULL_BATCH, 0, "meta"), "cache_failed")
     return row
+
+
+def _meta_model(config):
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, attn_implementation="eager")
+    return model.eval()
 
 # --------------------------------------------------------------------------------------------------
 # main

@@ -47,7 +47,7 @@ COMMAND = "python tools/measure/kv_cache.py"
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 PREFILL, BATCH, DECODE = 16, 2, 1
 QUICK_CATALOGUE = ("llama-2-7b", "falcon-7b", "gemma-2-9b", "gemma-3-4b", "bamba-9b")
-MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
 
 # --------------------------------------------------------------------------------------------------
 # configs
@@ -161,6 +161,9 @@ def run_cache(model, vocab: int, batch: int, prefill: int, decode: int, device: 
 
 def measure_catalogue(key: str) -> list[dict]:
     config = catalogue_config(key)
+    if getattr(config, "rope_parameters", None) and config.rope_parameters.get("rope_type") == "longrope":
+        # longrope reads a tensor's value (.item()), which the meta device cannot; the cache does not depend on it
+        config.rope_parameters = {"rope_type": "default", "rope_theta": config.rope_parameters.get("rope_theta", 1e4)}
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
     model.eval()

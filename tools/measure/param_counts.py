@@ -60,7 +60,7 @@ RESOLVED_ATTRS = (
 LAYER_RE = re.compile(r"^(?:.*\.)?(?:layers|h)\.(\d+)\.")
 
 
-MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
 """Image-text configs: the language model (text_config) is built and counted, as vramlib counts it."""
 
 

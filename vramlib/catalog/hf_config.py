@@ -30,7 +30,7 @@ def _divisors(n: int) -> str:
 _LLAMA_LIKE = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "gemma", "gemma2", "phi3", "yi", "qwen3",
                "qwen3_moe", "gemma3_text", "olmo2", "cohere", "cohere2", "granite", "granitemoe", "phimoe", "gpt_oss",
                "llama4_text", "deepseek_v2", "deepseek_v3"}
-_MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+_MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
 """Image-text configs whose ``text_config`` is read (the vision tower and projector are not counted, and say so)."""
 _FAMILIES = sorted(_LLAMA_LIKE | set(_MULTIMODAL) | {"falcon", "gpt_neox", "gpt2", "RefinedWebModel", "RefinedWeb",
                                                        "bamba", "kimi_k2"})
@@ -414,7 +414,7 @@ def _bias_fields(r: _Reader, family: str) -> dict[str, bool]:
     """Biases, as each modeling file builds them: q, k, v and o follow ``attention_bias`` (GPT-OSS: default true)
     in most families, and Llama's / Granite's MLP ``mlp_bias``; Qwen2 always has q/k/v biases and none on o;
     Qwen2-MoE's q/k/v follow ``qkv_bias`` (default true); Mistral, Mixtral and Phi-3 build none; GPT-OSS's experts
-    always have biases; an LM-head bias (PhiMoE ``lm_head_bias``) and MLA biases are refused."""
+    always have biases; PhiMoE's LM head has one when ``lm_head_bias``; MLA biases are refused."""
     qkv = out = mlp = False
     if family in _ATTENTION_BIAS:
         qkv = out = r.flag("attention_bias", default=family == "gpt_oss")
@@ -426,11 +426,10 @@ def _bias_fields(r: _Reader, family: str) -> dict[str, bool]:
         qkv = r.flag("qkv_bias", default=True)
     if family == "gpt_oss":
         mlp = True
-    if family == "phimoe" and r.flag("lm_head_bias", default=False):
-        raise r.error("lm_head_bias", "true adds a vocabulary-sized LM-head bias, which is not modelled")
     if family in ("deepseek_v2", "deepseek_v3") and r.flag("attention_bias", default=False):
         raise r.error("attention_bias", "true: biases on MLA's q_a and kv_a projections are not modelled")
-    return dict(qkv_bias=qkv, attn_out_bias=out, mlp_bias=mlp)
+    return dict(qkv_bias=qkv, attn_out_bias=out, mlp_bias=mlp,
+                lm_head_bias=family == "phimoe" and r.flag("lm_head_bias", default=False))
 
 
 def _mla_fields(r: _Reader, kw: dict) -> int:
@@ -703,7 +702,8 @@ def _config_label(r: _Reader, name: str | None) -> tuple[str | None, str]:
 
 # --- quantization_config -> checkpoint_format ---------------------------------------------------------------
 _QUANT_SUPPORTED = ("gptq (2, 3, 4 or 8 bits, a positive group_size), awq (gemm, zero point), fp8 (128 x 128 "
-                    "blocks), mxfp4, bitsandbytes 4-bit (nf4 or fp4, with or without double quant)")
+                    "blocks), mxfp4, bitsandbytes 4-bit (nf4 or fp4, with or without double quant), compressed-tensors "
+                    "(symmetric int4/int8 groups, NVFP4, per-tensor FP8)")
 _QUANT_KNOWN = ("aqlm", "auto-round", "awq", "bitnet", "bitsandbytes", "compressed-tensors", "eetq", "fbgemm_fp8",
                 "fouroversix", "fp8", "fp_quant", "gemma", "gguf", "gptq", "higgs", "hqq", "metal", "mxfp4", "mxfp8",
                 "nvfp4", "quanto", "quark", "sinq", "spqr", "torchao", "vptq")
@@ -734,7 +734,63 @@ def _checkpoint_format(cfg: Mapping[str, Any], src: str) -> str | None:
         return _fp8_format(q)
     if method == "mxfp4":
         return _mxfp4_format(q)
+    if method == "compressed-tensors":
+        return _compressed_tensors_format(q)
     raise _unpriced_method(method, src)
+
+
+_CT_IGNORED_OK = ("lm_head", "gate", "router")
+"""Last names of modules a compressed-tensors ``ignore`` list may leave unquantized: ones the catalogue keeps in 16
+bits anyway (the LM head, MoE routers)."""
+
+
+def _compressed_tensors_format(q: _Reader) -> str:
+    """compressed-tensors (llm-compressor's checkpoints): one config group over every Linear layer, mapped by its
+    weight scheme and the checkpoint's ``format``: pack-quantized symmetric int4/int8 groups -> int{b}-sym-g{g},
+    nvfp4-pack-quantized -> nvfp4, float-quantized per-tensor FP8 -> fp8-e4m3. Anything else is refused by name."""
+    groups = q.cfg.get("config_groups")
+    if not isinstance(groups, Mapping) or len(groups) != 1:
+        raise q.error("config_groups", f"{_short(groups)}: one config group is modelled (several groups quantize "
+                                       "layers differently, which the precision catalogue does not price)")
+    (gname, group), = groups.items()
+    key = f"config_groups.{gname}"
+    if not isinstance(group, Mapping):
+        raise q.error(key, f"must be a JSON object, got {_short(group)}")
+    targets = group.get("targets")
+    if targets != ["Linear"]:
+        raise q.error(f"{key}.targets", f"{_short(targets)}: only ['Linear'] (every linear layer) is modelled")
+    w = group.get("weights")
+    if not isinstance(w, Mapping):
+        raise q.error(f"{key}.weights", f"must be a JSON object of the weight scheme, got {_short(w)}")
+    wq = _Reader(w, q.src, prefix=f"{q.prefix}{key}.weights.")
+    bits = wq.integer("num_bits", why="the weight scheme has no default for it")
+    kind = wq.text("type", default="int")
+    strategy = wq.text("strategy", default="tensor")
+    fmt = q.text("format", default="dense")
+    ignored = q.cfg.get("ignore") or []
+    if not isinstance(ignored, list) or not all(isinstance(m, str) for m in ignored):
+        raise q.error("ignore", f"must be a list of module names, got {_short(ignored)}")
+    extra = [m for m in ignored if m.split(".")[-1].strip("*$") not in _CT_IGNORED_OK]  # "re:.*mlp.gate$" -> gate
+    if extra:
+        raise q.error("ignore", f"keeps {_short(extra)} unquantized, which the precision catalogue's formats do not "
+                                "model (they keep embeddings, lm_head, norms, biases and routers in 16 bits)")
+    scheme = f"{kind} {bits}-bit {strategy} weights in format {fmt!r}"
+    if kind == "int" and strategy == "group" and fmt == "pack-quantized" and bits in (4, 8):
+        if not wq.flag("symmetric", default=True):
+            raise wq.error("symmetric", "false: asymmetric groups store packed zero points, which the precision "
+                                        "catalogue does not price for compressed-tensors")
+        if wq.text("actorder", default=None) == "group":
+            raise wq.error("actorder", "'group' stores a group index per input column, which is not modelled")
+        group_size = wq.integer("group_size", why="a group strategy needs it")
+        return get_precision(f"int{bits}-sym-g{group_size}", field=_QUANT_FIELD).name
+    if kind == "float" and bits == 4 and strategy == "tensor_group" and fmt == "nvfp4-pack-quantized":
+        if wq.integer("group_size", default=16) != 16:
+            raise wq.error("group_size", "NVFP4 groups are 16 elements")
+        return "nvfp4"
+    if kind == "float" and bits == 8 and strategy == "tensor" and fmt == "float-quantized":
+        return "fp8-e4m3"
+    raise q.error("config_groups", f"{scheme}: not in the precision catalogue (modelled: pack-quantized symmetric "
+                                   "int4/int8 groups, nvfp4-pack-quantized, float-quantized per-tensor FP8)")
 
 
 def _not_converted(q: _Reader) -> list[str]:

@@ -23,7 +23,7 @@ MLP_MODULES = ("gate_proj", "up_proj", "down_proj", "gate_up_proj")
 """Linear modules of the MLP, repeated per expert in MoE layers."""
 _BOOL_FIELDS = ("gated_mlp", "qkv_bias", "attn_out_bias", "mlp_bias", "tied_embeddings", "fused_qkv", "fused_gate_up",
                 "attn_sinks", "shared_expert_gate", "router_bias", "ssm_conv_bias", "ssm_proj_bias", "ssm_norm",
-                "router_renorm")
+                "router_renorm", "lm_head_bias")
 MIXERS = ("full", "sliding", "chunked", "mamba", "none")
 """A layer's token mixer: attention over every token, over a sliding window of ``sliding_window`` tokens, within
 chunks of ``attention_chunk`` tokens (Llama-4's local layers), a Mamba-2 state-space mixer, or none (an MLP-only
@@ -90,6 +90,7 @@ class ModelSpec:
     shared_ffn: int = 0
     shared_expert_gate: bool = False
     router_bias: bool = False
+    lm_head_bias: bool = False
     ssm_inner: int = 0
     ssm_heads: int = 0
     ssm_groups: int = 0
@@ -410,7 +411,7 @@ def _uniform_problem(m: "ModelSpec") -> str | None:
     for flag, words in ((m.attention == "mla", "multi-head latent attention"),
                         (m.qk_norm == "full", "full-width q/k norms"), (m.attn_sinks, "attention sinks"),
                         (m.shared_ffn not in (0, m.moe_ffn or m.ffn), "shared experts of another width"),
-                        (m.router_bias, "a router bias"),
+                        (m.router_bias, "a router bias"), (m.lm_head_bias, "an LM-head bias"),
                         (m.shared_expert_gate, "a shared-expert gate"),
                         (m.moe_ffn not in (0, m.ffn), "an expert width other than ffn")):
         if flag:
@@ -453,7 +454,7 @@ def kind_symbols(s, mixer, mlp, active):
             "E": s["n_experts"] if moe else 0, "n_norm": s["norms_per_layer"],
             "beta_qkv": 1 if gqa and s["qkv_bias"] else 0, "beta_o": 1 if attn and s["attn_out_bias"] else 0,
             "beta_mlp": 1 if s["mlp_bias"] and mlp != "none" else 0, "beta_norm": 1 if s["norm"] == "layernorm" else 0,
-            "t_emb": 1 if s["tied_embeddings"] else 0, "z_att": 1 if gqa else 0, "z_mla": 1 if mla else 0,
+            "t_emb": 1 if s["tied_embeddings"] else 0, "beta_hb": 1 if s["lm_head_bias"] else 0, "z_att": 1 if gqa else 0, "z_mla": 1 if mla else 0,
             "q_r": s["q_lora_rank"] if mla else 0, "z_qr": 1 if mla and s["q_lora_rank"] else 0,
             "c_kv": s["kv_lora_rank"] if mla else 0, "d_r": s["rope_head_dim"] if mla else 0,
             "d_v": s["v_head_dim"] if mla else 0, "beta_qkh": 1 if attn and s["qk_norm"] == "head" else 0,

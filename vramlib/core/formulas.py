@@ -18,7 +18,7 @@ from sympy.printing.pycode import PythonCodePrinter
 
 from .symbols import (
     B, E, L, M, N_q, N_t, N_u, P, R, S_shard, T, V, W, b_a, b_g, b_kv, b_m, b_o, b_w, beta_cb, beta_mlp, beta_mn,
-    beta_norm, beta_o, beta_pb, beta_qkf, beta_qkh, beta_qkv, beta_rb, beta_sink, bits_q, bits_u, c_kv, d, d_in, d_r,
+    beta_hb, beta_norm, beta_o, beta_pb, beta_qkf, beta_qkh, beta_qkv, beta_rb, beta_sink, bits_q, bits_u, c_kv, d, d_in, d_r,
     d_s, d_v, e_att, f, f_s, g, h, k_c, n_g, n_gpu, n_h, n_kv, n_mlp, n_norm, n_s, n_sh, q_r, r, tied, z_att, z_mla,
     z_qr, z_sg, z_ssm, w, blk, n_bt, K_tok, K_seq, b_ssm,
 )
@@ -61,10 +61,11 @@ MODEL_GROUPS: dict[str, sp.Expr] = {
     "pos_embed": P * h,
     "lm_head": (1 - tied) * V * h,
     "norm": h * (1 + beta_norm),
+    "bias": beta_hb * V,
 }
-"""Parameters outside the layers: embeddings, learned positions, LM head unless tied, final norm."""
+"""Parameters outside the layers: embeddings, learned positions, LM head unless tied, final norm, an LM-head bias."""
 
-GQA_LAYER = {z_att: 1, z_mla: 0, q_r: 0, z_qr: 0, c_kv: 0, d_r: 0, d_v: 0, beta_qkh: 0, beta_qkf: 0, beta_sink: 0,
+GQA_LAYER = {beta_hb: 0, z_att: 1, z_mla: 0, q_r: 0, z_qr: 0, c_kv: 0, d_r: 0, d_v: 0, beta_qkh: 0, beta_qkf: 0, beta_sink: 0,
              n_s: 0, f_s: 0, beta_rb: 0, z_sg: 0, z_ssm: 0, d_in: 0, n_g: 0, d_s: 0, n_sh: 0, k_c: 0, beta_cb: 0,
              beta_pb: 0, beta_mn: 0}
 """The values that make LAYER_GROUPS the classic layer (GQA attention, n_mlp MLPs of width f): the 2023 models'

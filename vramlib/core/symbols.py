@@ -44,6 +44,7 @@ beta_sink = sp.Symbol("beta_sink", integer=True, **_nonneg)  # 1 for learned att
 n_s = sp.Symbol("n_s", integer=True, **_nonneg)          # shared-expert MLPs per layer (always used), width f_s
 f_s = sp.Symbol("f_s", integer=True, **_nonneg)          # shared-expert MLP width
 beta_rb = sp.Symbol("beta_rb", integer=True, **_nonneg)  # 1 if the router has a bias of E (GPT-OSS, DeepSeek's score bias)
+beta_hb = sp.Symbol("beta_hb", integer=True, **_nonneg)  # 1 if the LM head has a bias of V (PhiMoE's lm_head_bias)
 z_sg = sp.Symbol("z_sg", integer=True, **_nonneg)        # 1 for a shared-expert gate of h x 1 (Qwen2-MoE)
 z_ssm = sp.Symbol("z_ssm", integer=True, **_nonneg)      # 1 for a Mamba-2 state-space mixer
 d_in = sp.Symbol("d_in", integer=True, **_nonneg)        # Mamba inner width (expand x hidden, or mamba heads x head dim)

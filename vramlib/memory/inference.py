@@ -12,7 +12,8 @@ from ..core import formulas as F
 from .breakdown import Breakdown
 from ..core.errors import InvalidValueError, check_choice, check_positive_int, checked_call
 from ..catalog.models import ModelSpec, get_model, param_groups_of, params_of, weight_params_of
-from ..catalog.precision import FP32_BYTES, bits_of, get_precision, kv_bytes_per_element, precision_view
+from ..catalog.precision import (FP32_BYTES, bits_of, get_precision, gguf_problem, gguf_type_70b,
+                                 kv_bytes_per_element, precision_view)
 from ..core.symbols import S_shard, n_gpu, n_kv
 from ..core.units import parse_memory
 from ..core.signatures import arg, keywords_through, signature
@@ -68,7 +69,12 @@ def weights_parts(m, p):
     if m["spec"]["nominal_params"] is not None or (not p["keeps"] and p["gguf"] is None):
         n = weight_params_of(m["spec"], params_of(m))
         return [["weights", q_ceil(ev("WEIGHTS_BYTES", None, {"N_q": n, "b_q": p["bits"], "N_u": 0, "b_u": 0}))]]
-    gqa = m["spec"]["n_heads"] // m["spec"]["n_kv_heads"]
+    s = m["spec"]
+    gqa = s["n_heads"] // s["n_kv_heads"]
+    type_70b = 0
+    if p["gguf"] is not None:
+        gguf_problem(s, p)
+        type_70b = gguf_type_70b(s)
     n_q = 0
     n_u = 0
     bits_q = q(0)
@@ -76,7 +82,8 @@ def weights_parts(m, p):
     for g in param_groups_of(m):
         if not g[1]:
             continue
-        b = q_mul(bits_of(p, g[0], m["spec"]["n_layers"], gqa, m["spec"]["n_experts"]), g[1])
+        kind = "lm_head" if g[0] == "embed" and s["tied_embeddings"] else g[0]  # a tied table is stored as the head
+        b = q_mul(bits_of(p, kind, s["n_layers"], gqa, s["n_experts"], type_70b), g[1])
         if g[0] in p["keeps"]:
             n_u += g[1]
             bits_u = q_add(bits_u, b)
