@@ -52,7 +52,8 @@ import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _offline import ROOT, header, write_json  # noqa: E402  (Hugging Face offline before transformers loads)
+# Hugging Face offline before transformers loads
+from _offline import ROOT, header, meta_safe_rope, write_json  # noqa: E402
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
@@ -669,10 +670,7 @@ def measure_full_config(raw: dict, source: str | None = None, key: str | None = 
     row["cache_run"] = {"batch": FULL_BATCH, "window": window_of(config), "prefill_lengths": lengths,
                         "decode_steps": 0, "device": "meta"}
     text = config.get_text_config(decoder=True)
-    if getattr(text, "rope_parameters", None) and text.rope_parameters.get("rope_type") == "longrope":
-        # longrope reads a tensor's value (.item()), which the meta device cannot; the cache's shapes do not depend
-        # on the rotary scaling, so the cache run uses the default rotary embedding
-        text.rope_parameters = {"rope_type": "default", "rope_theta": text.rope_parameters.get("rope_theta", 10000.0)}
+    if meta_safe_rope(text):
         row["cache_run"]["rope"] = "default (the config's longrope cannot run on the meta device)"
         model = _meta_model(config)
     row["cache"] = cache_runs(row, model, text.vocab_size, lengths, (FULL_BATCH, 0, "meta"), "cache_failed")

@@ -33,7 +33,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _offline import ROOT, header, write_json  # noqa: E402  (Hugging Face offline before transformers loads)
+# Hugging Face offline before transformers loads
+from _offline import ROOT, header, language_model_config, meta_safe_rope, write_json  # noqa: E402
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
@@ -47,7 +48,6 @@ COMMAND = "python tools/measure/kv_cache.py"
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 PREFILL, BATCH, DECODE = 16, 2, 1
 QUICK_CATALOGUE = ("llama-2-7b", "falcon-7b", "gemma-2-9b", "gemma-3-4b", "bamba-9b")
-MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
 
 # --------------------------------------------------------------------------------------------------
 # configs
@@ -60,12 +60,8 @@ def catalogue_config(key: str):
     path = CONFIG_DIR / f"{key}.json"
     if path.exists():
         raw = json.loads(path.read_text())
-        cfg = {k: v for k, v in raw.items() if not k.startswith("_") and k != "quantization_config"}
-        model_type = cfg.pop("model_type")
-        if model_type in MULTIMODAL:  # the language model, as vramlib counts it
-            cfg = dict(cfg["text_config"])
-            model_type = cfg.pop("model_type", MULTIMODAL[model_type])
-        return AutoConfig.for_model(model_type, **cfg)
+        return language_model_config({k: v for k, v in raw.items()
+                                      if not k.startswith("_") and k != "quantization_config"})
     m = vl.get_model(key)
     if not m.gated_mlp:  # the source's GPT-3-like shape: a GPT-2 layer (LayerNorm, 4h GeLU MLP, learned positions)
         return AutoConfig.for_model("gpt2", n_embd=m.hidden, n_layer=m.n_layers, n_head=m.n_heads, n_inner=m.ffn,
@@ -161,9 +157,7 @@ def run_cache(model, vocab: int, batch: int, prefill: int, decode: int, device: 
 
 def measure_catalogue(key: str) -> list[dict]:
     config = catalogue_config(key)
-    if getattr(config, "rope_parameters", None) and config.rope_parameters.get("rope_type") == "longrope":
-        # longrope reads a tensor's value (.item()), which the meta device cannot; the cache does not depend on it
-        config.rope_parameters = {"rope_type": "default", "rope_theta": config.rope_parameters.get("rope_theta", 1e4)}
+    meta_safe_rope(config)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
     model.eval()

@@ -19,20 +19,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import time
 from pathlib import Path
 
-# Offline before transformers is imported: nothing may be fetched from the Hub.
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["TRANSFORMERS_OFFLINE"] = "1"
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _offline import language_model_config  # noqa: E402  (Hugging Face offline before transformers loads)
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = ROOT / "vramlib" / "data" / "hf_configs"
@@ -60,20 +57,12 @@ RESOLVED_ATTRS = (
 LAYER_RE = re.compile(r"^(?:.*\.)?(?:layers|h)\.(\d+)\.")
 
 
-MULTIMODAL = {"gemma3": "gemma3_text", "llama4": "llama4_text", "mistral3": "mistral"}
-"""Image-text configs: the language model (text_config) is built and counted, as vramlib counts it."""
-
-
 def load_config(path: Path):
+    """The raw config.json and its language model's transformers config (an image-text config's text model, which
+    vramlib counts); quantization_config is dropped: the meta-device build counts parameters, not storage."""
     raw = json.loads(path.read_text())
-    cfg = {k: v for k, v in raw.items() if not k.startswith("_")}
-    model_type = cfg.pop("model_type")
-    if model_type in MULTIMODAL:
-        text = dict(cfg["text_config"])
-        model_type = text.pop("model_type", MULTIMODAL[model_type])
-        cfg = text
-    cfg.pop("quantization_config", None)  # the meta-device build counts parameters, not the storage format
-    return raw, AutoConfig.for_model(model_type, **cfg)
+    cfg = {k: v for k, v in raw.items() if not k.startswith("_") and k != "quantization_config"}
+    return raw, language_model_config(cfg)
 
 
 def build_meta_model(config):
