@@ -57,7 +57,8 @@ def test_new_gguf_types_are_their_block_structs():
     # bytes per block / weights per block of ggml-common.h's block_q4_1, block_q5_0, block_q5_1, block_iq4_xs and
     # block_iq2_xxs: 20, 22, 24 bytes per 32; 136 and 66 bytes per 256
     bits = {n: vl.get_precision(n).bits for n in ("q4_1", "q5_0", "q5_1", "iq4_xs", "iq2_xxs")}
-    assert bits == {"q4_1": 5, "q5_0": Fraction(11, 2), "q5_1": 6, "iq4_xs": Fraction(17, 4), "iq2_xxs": Fraction(33, 16)}
+    assert bits == {"q4_1": 5, "q5_0": Fraction(11, 2), "q5_1": 6, "iq4_xs": Fraction(17, 4),
+                    "iq2_xxs": Fraction(33, 16)}
 
 
 def test_gguf_mix_rules_per_layer():

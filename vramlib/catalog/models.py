@@ -197,8 +197,9 @@ class ModelSpec:
         counts: dict[str, int] = {}
         for n, mixer, _, _ in self.layer_kinds():
             counts[mixer] = counts.get(mixer, 0) + n
-        span = {"sliding": f" ({self.sliding_window:,})", "chunked": f" ({self.attention_chunk:,})"}
-        parts = " + ".join(f"{n} {k}{span.get(k, '')}" for k, n in counts.items())
+        spec = Fields(self)
+        parts = " + ".join(f"{n} {k}" + (f" ({mixer_span(spec, k):,})" if mixer_span(spec, k) else "")
+                           for k, n in counts.items())
         attn = (f"MLA latent {self.kv_lora_rank} + {self.rope_head_dim}" if self.attention == "mla"
                 else f"{self.n_kv_heads} of {self.n_heads} KV heads")
         return parts + ", " + attn
@@ -454,7 +455,8 @@ def kind_symbols(s, mixer, mlp, active):
             "E": s["n_experts"] if moe else 0, "n_norm": s["norms_per_layer"],
             "beta_qkv": 1 if gqa and s["qkv_bias"] else 0, "beta_o": 1 if attn and s["attn_out_bias"] else 0,
             "beta_mlp": 1 if s["mlp_bias"] and mlp != "none" else 0, "beta_norm": 1 if s["norm"] == "layernorm" else 0,
-            "t_emb": 1 if s["tied_embeddings"] else 0, "beta_hb": 1 if s["lm_head_bias"] else 0, "z_att": 1 if gqa else 0, "z_mla": 1 if mla else 0,
+            "t_emb": 1 if s["tied_embeddings"] else 0, "beta_hb": 1 if s["lm_head_bias"] else 0,
+            "z_att": 1 if gqa else 0, "z_mla": 1 if mla else 0,
             "q_r": s["q_lora_rank"] if mla else 0, "z_qr": 1 if mla and s["q_lora_rank"] else 0,
             "c_kv": s["kv_lora_rank"] if mla else 0, "d_r": s["rope_head_dim"] if mla else 0,
             "d_v": s["v_head_dim"] if mla else 0, "beta_qkh": 1 if attn and s["qk_norm"] == "head" else 0,
@@ -497,6 +499,16 @@ def symbols_of(s, active):
     out = dict(first[3])
     out["L"] = s["n_layers"]
     return out
+
+
+@portable
+def mixer_span(s, mixer):
+    """Tokens a local attention layer of ``mixer`` sees: the sliding window, the attention chunk; 0 for other mixers."""
+    if mixer == "sliding":
+        return s["sliding_window"]
+    if mixer == "chunked":
+        return s["attention_chunk"]
+    return 0
 
 
 @portable

@@ -35,7 +35,6 @@ GGML_BITS: dict[str, Fraction] = {
     "q5_0": Fraction(22 * 8, 32),    # 32 x 5 bit + fp16 scale
     "q4_1": Fraction(20 * 8, 32),    # 32 x 4 bit + fp16 scale and min
     "q4_0": Fraction(18 * 8, 32),    # 32 x 4 bit + fp16 scale
-    "iq4_nl": Fraction(18 * 8, 32),  # 32 x 4-bit non-linear codes + fp16 scale
     "q6_k": Fraction(210 * 8, 256),  # super-block of 256: 6-bit quants, int8 sub-scales, fp16 d
     "q5_k": Fraction(176 * 8, 256),
     "q4_k": Fraction(144 * 8, 256),
@@ -50,9 +49,9 @@ GGML_BLOCK: dict[str, int] = {t: (256 if t.endswith("_k") or t in ("iq4_xs", "iq
 
 WEIGHT_KINDS = ("embed", "pos_embed", "lm_head", "attn_q", "attn_k", "attn_v", "attn_o",
                 "mlp_gate", "mlp_up", "mlp_down", "router", "norm", "bias")
+"""Tensor kinds a :class:`~vramlib.catalog.models.ModelSpec` reports in ``param_groups()``."""
 GGUF_UNMODELLED_KINDS = ("attn_kv_a", "attn_kv_b", "ssm_in", "ssm_conv", "ssm_out")
 """Tensor kinds of MLA and Mamba layers, whose GGUF types (llama.cpp's rules for them) are not modelled."""
-"""Tensor kinds a :class:`~vramlib.catalog.models.ModelSpec` reports in ``param_groups()``."""
 LINEAR_KINDS = ("attn_q", "attn_k", "attn_v", "attn_o", "mlp_gate", "mlp_up", "mlp_down")
 
 
@@ -223,7 +222,8 @@ def get_precision(name: str | Precision, field: str = "precision") -> Precision:
     if m:
         nbits, group = int(m.group(1)), int(m.group(2))
         if nbits not in (4, 8) or group <= 0:
-            raise InvalidValueError(field, name, "symmetric int group formats take 4 or 8 bits and a positive group size")
+            raise InvalidValueError(field, name, "symmetric int group formats take 4 or 8 bits and a positive group "
+                                                 "size")
         return _sym_precision(nbits, group)
     raise UnknownNameError(field, name, precision_names())
 
@@ -298,13 +298,14 @@ def _gguf_layer_rule(mix: str, kind: str) -> sp.Expr:
     return sp.Piecewise(*rules)
 
 
-GGUF_OUTPUT_TYPE = {mix: ("q8_0" if mix == "q8_0" else "q5_k" if mix == "iq2_xxs" else "q6_k") for mix, _, _ in _GGUF_MIXES}
+GGUF_OUTPUT_TYPE = {mix: ("q8_0" if mix == "q8_0" else "q5_k" if mix == "iq2_xxs" else "q6_k")
+                    for mix, _, _ in _GGUF_MIXES}
 """The GGML type of the LM head (and of tied embeddings, which llama.cpp quantizes as the output)."""
 GGUF_EMBED_TYPE = {mix: ("q2_k" if mix == "iq2_xxs" else base) for mix, base, _ in _GGUF_MIXES}
 """The GGML type of untied token embeddings."""
 
 
-GGUF_MIXES = tuple(sorted({get_precision(n).gguf for n in precision_names()} - {None}))
+GGUF_MIXES = tuple(sorted(GGUF_BASE_TYPE))
 GGUF_LAYER_BITS: dict[tuple[str, str], sp.Expr] = {
     (mix, kind): _gguf_layer_rule(mix, kind) for mix in GGUF_MIXES for kind in WEIGHT_KINDS
     if kind not in ("embed", "pos_embed", "lm_head")}

@@ -18,9 +18,9 @@ from sympy.printing.pycode import PythonCodePrinter
 
 from .symbols import (
     B, E, L, M, N_q, N_t, N_u, P, R, S_shard, T, V, W, b_a, b_g, b_kv, b_m, b_o, b_w, beta_cb, beta_mlp, beta_mn,
-    beta_hb, beta_norm, beta_o, beta_pb, beta_qkf, beta_qkh, beta_qkv, beta_rb, beta_sink, bits_q, bits_u, c_kv, d, d_in, d_r,
-    d_s, d_v, e_att, f, f_s, g, h, k_c, n_g, n_gpu, n_h, n_kv, n_mlp, n_norm, n_s, n_sh, q_r, r, tied, z_att, z_mla,
-    z_qr, z_sg, z_ssm, w, blk, n_bt, K_tok, K_seq, b_ssm,
+    beta_hb, beta_norm, beta_o, beta_pb, beta_qkf, beta_qkh, beta_qkv, beta_rb, beta_sink, bits_q, bits_u, c_kv, d,
+    d_in, d_r, d_s, d_v, e_att, f, f_s, g, h, k_c, n_g, n_gpu, n_h, n_kv, n_mlp, n_norm, n_s, n_sh, q_r, r, tied,
+    z_att, z_mla, z_qr, z_sg, z_ssm, w, blk, n_bt, K_tok, K_seq, b_ssm
 )
 
 # --- parameters (chapters 1-5, 13; the catalogue counts are checked against transformers) -------------
@@ -65,9 +65,9 @@ MODEL_GROUPS: dict[str, sp.Expr] = {
 }
 """Parameters outside the layers: embeddings, learned positions, LM head unless tied, final norm, an LM-head bias."""
 
-GQA_LAYER = {beta_hb: 0, z_att: 1, z_mla: 0, q_r: 0, z_qr: 0, c_kv: 0, d_r: 0, d_v: 0, beta_qkh: 0, beta_qkf: 0, beta_sink: 0,
-             n_s: 0, f_s: 0, beta_rb: 0, z_sg: 0, z_ssm: 0, d_in: 0, n_g: 0, d_s: 0, n_sh: 0, k_c: 0, beta_cb: 0,
-             beta_pb: 0, beta_mn: 0}
+GQA_LAYER = {beta_hb: 0, z_att: 1, z_mla: 0, q_r: 0, z_qr: 0, c_kv: 0, d_r: 0, d_v: 0, beta_qkh: 0, beta_qkf: 0,
+             beta_sink: 0, n_s: 0, f_s: 0, beta_rb: 0, z_sg: 0, z_ssm: 0, d_in: 0, n_g: 0, d_s: 0, n_sh: 0, k_c: 0,
+             beta_cb: 0, beta_pb: 0, beta_mn: 0}
 """The values that make LAYER_GROUPS the classic layer (GQA attention, n_mlp MLPs of width f): the 2023 models'
 formulas, as chapters display them."""
 
@@ -105,12 +105,6 @@ LORA_PARAMS_PER_MODULE = r * sp.Symbol("io", positive=True, integer=True)
 WEIGHTS_BYTES = (N_q * bits_q + N_u * bits_u) / 8
 """Weights in bytes: quantized tensors at b_q bits (scales and zeros included), the rest at b_u bits."""
 
-KV_CACHE_BYTES = 2 * L * n_kv * d * b_kv * T * B
-"""K and V for every layer, every KV head, every token of every sequence."""
-
-KV_BYTES_PER_TOKEN = KV_CACHE_BYTES.subs({T: 1, B: 1})
-"""KV cache of one token of one sequence."""
-
 KV_LAYER_ELEMENTS = z_att * 2 * n_kv * d + z_mla * (c_kv + d_r)
 """Elements one token adds to one attention layer's cache: a key and a value per KV head (GQA), or MLA's compressed
 latent and its shared RoPE key, one of each per token (DeepSeek-V2/V3: transformers' ``cache.update(k_nope, k_pe)``
@@ -135,6 +129,13 @@ DynamicSlidingWindowLayer of w (``sliding_window`` or ``attention_chunk_size``),
 blocks of blk tokens; a sliding layer holds w - 1 + n_bt tokens (the window plus one scheduled step) and one block
 more, a chunked layer w + n_bt. ``every-token``: a runtime that ignores windows and chunks."""
 
+KV_CACHE_BYTES = (L * KV_TOKENS_HELD["transformers|full"] * KV_LAYER_ELEMENTS * b_kv * B).subs({z_att: 1, z_mla: 0})
+"""K and V for every layer, every KV head, every token of every sequence: the per-layer forms above for L full GQA
+layers (2 L n_kv d b_kv T B, as chapters display it)."""
+
+KV_BYTES_PER_TOKEN = KV_CACHE_BYTES.subs({T: 1, B: 1})
+"""KV cache of one token of one sequence."""
+
 SSM_STATE_BYTES = (d_in + 2 * n_g * d_s) * k_c * b_kv + d_in * d_s * b_ssm
 """Bytes of one Mamba-2 layer's state, once per sequence whatever its length (transformers 5.24's
 LinearAttentionLayer): the convolution window over x, B and C (k_c columns of d_in + 2 n_g d_s channels, in the cache
@@ -149,14 +150,14 @@ INFERENCE_KV_ONLY = W + KV_CACHE_BYTES + R
 
 # Closed forms solved by sympy on first use (module __getattr__ below), keeping `import vramlib` fast.
 _SOLVED = {
-    # Tokens per sequence that fill the memory M, from INFERENCE_KV_ONLY (then floored): chapters 1, 7.
-    "MAX_TOKENS_KV_ONLY": lambda: sp.solve(sp.Eq(M, INFERENCE_KV_ONLY), T)[0],
-    # Sequences of T tokens whose KV cache fills M (then floored): chapters 7, 8.
-    "MAX_BATCH_KV_ONLY": lambda: sp.solve(sp.Eq(M, INFERENCE_KV_ONLY), B)[0],
-    # The same two for any layer stack: K_tok bytes per token where the cache grows linearly (every layer full
-    # attention), K_seq bytes per whole sequence otherwise (windows, chunks, Mamba states: ModelSpec.layer_kinds).
+    # Tokens per sequence, and sequences, that fill the memory M with the weights, a reserve and a KV cache of K_tok
+    # bytes per token where it grows linearly (every layer full attention) or K_seq bytes per whole sequence otherwise
+    # (windows, chunks, Mamba states: ModelSpec.layer_kinds); then floored.
     "MAX_TOKENS_PER_TOKEN_BYTES": lambda: sp.solve(sp.Eq(M, W + K_tok * T * B + R), T)[0],
     "MAX_BATCH_PER_SEQUENCE_BYTES": lambda: sp.solve(sp.Eq(M, W + K_seq * B + R), B)[0],
+    # The same two for L uniform GQA layers (INFERENCE_KV_ONLY, as chapters 1, 7 and 8 display them).
+    "MAX_TOKENS_KV_ONLY": lambda: __getattr__("MAX_TOKENS_PER_TOKEN_BYTES").subs(K_tok, KV_BYTES_PER_TOKEN),
+    "MAX_BATCH_KV_ONLY": lambda: __getattr__("MAX_BATCH_PER_SEQUENCE_BYTES").subs(K_seq, KV_CACHE_BYTES.subs(B, 1)),
     # Parameters whose weights fill M - R at b_q bits each (chapter 5: 24 GB / 0.5 B = 48B).
     "MAX_PARAMS": lambda: sp.solve(sp.Eq(M - R, WEIGHTS_BYTES.subs(N_u, 0)), N_q)[0],
     # GPUs needed when S bytes split evenly and R bytes are replicated on every GPU (then ceiling).

@@ -11,7 +11,7 @@ import sympy as sp
 from ..core import formulas as F
 from .breakdown import Breakdown
 from ..core.errors import InvalidValueError, check_choice, check_positive_int, checked_call
-from ..catalog.models import ModelSpec, get_model, param_groups_of, params_of, weight_params_of
+from ..catalog.models import ModelSpec, get_model, mixer_span, param_groups_of, params_of, weight_params_of
 from ..catalog.precision import (FP32_BYTES, bits_of, get_precision, gguf_problem, gguf_type_70b,
                                  kv_bytes_per_element, precision_view)
 from ..core.symbols import S_shard, n_gpu, n_kv
@@ -247,7 +247,9 @@ def kv_sequence_bytes(m, tokens, b_kv, rule, states):
             vals["b_ssm"] = shared("SSM_STATE_DTYPE_BYTES")
             total = q_add(total, q_mul(q(k[0]), ev("SSM_STATE_BYTES", None, vals)))
         elif k[1] in ("full", "sliding", "chunked"):
-            w = s["sliding_window"] if k[1] == "sliding" else (s["attention_chunk"] if k[1] == "chunked" else 1)
+            w = mixer_span(s, k[1])
+            if w == 0:
+                w = 1  # a full layer: KV_TOKENS_HELD reads no span
             held = ev("KV_TOKENS_HELD", rule["runtime"] + "|" + k[1],
                       {"T": tokens, "w": w, "blk": rule["block"], "n_bt": rule["batched"]})
             vals = k[3]
