@@ -79,11 +79,21 @@ def console_problems(entries: list[dict]) -> tuple[list[str], list[str]]:
     return problems, external
 
 
+def wait_until(ready, tries: int, pause: float = 0.05):
+    """Poll ``ready()`` up to ``tries`` times, ``pause`` seconds apart; its last value. Counts tries instead of
+    reading the clock, so a loaded machine only waits longer."""
+    value = ready()
+    for _ in range(tries):
+        if value:
+            break
+        time.sleep(pause)
+        value = ready()
+    return value
+
+
 def load(driver, page: Path) -> None:
     driver.get(page.resolve().as_uri())
-    deadline = time.time() + 20
-    while driver.execute_script("return document.readyState") != "complete" and time.time() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: driver.execute_script("return document.readyState") == "complete", tries=400)
     time.sleep(0.2)  # deferred scripts and DOMContentLoaded handlers
 
 
@@ -238,9 +248,13 @@ def test_a_js_error_is_caught(driver, build_dir):
     load(driver, CHAPTERS[0])
     driver.get_log("browser")
     driver.execute_script("setTimeout(function () { throw new Error('vramlib probe: deliberate'); }, 0);")
-    time.sleep(0.3)
-    problems, _ = console_problems(driver.get_log("browser"))
-    assert any("vramlib probe" in p for p in problems), problems
+    problems: list[str] = []
+
+    def probe_logged() -> bool:
+        problems.extend(console_problems(driver.get_log("browser"))[0])
+        return any("vramlib probe" in p for p in problems)
+
+    assert wait_until(probe_logged, tries=60), problems
 
 
 def test_search_finds_chapters(driver, build_dir):
@@ -260,12 +274,9 @@ def test_search_finds_chapters(driver, build_dir):
     try:
         driver.get_log("browser")
         driver.get(f"http://127.0.0.1:{server.server_port}/search.html?q=KV+cache")
-        deadline = time.time() + 15
-        hits = []
-        while time.time() < deadline and not hits:
-            time.sleep(0.25)
-            hits = driver.execute_script(
-                "return Array.from(document.querySelectorAll('#search-results li a')).map(a => a.getAttribute('href'))")
+        hits = wait_until(lambda: driver.execute_script(
+            "return Array.from(document.querySelectorAll('#search-results li a')).map(a => a.getAttribute('href'))"),
+            tries=60, pause=0.25)
         time.sleep(0.5)  # the result summaries are fetched after the list appears
         problems, _ = console_problems(driver.get_log("browser"))
     finally:
