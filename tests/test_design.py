@@ -130,6 +130,110 @@ def test_helpers():
         D.ratio(1, 0)
 
 
+# --- the levers of 2025 models --------------------------------------------------------------------------------
+QWEN3 = vl.get_model("qwen3-8b")
+QMOE = vl.get_model("qwen3-30b-a3b")
+
+
+def _full_layers(m):
+    return sum(n for n, mixer, _, _ in m.layer_kinds() if mixer == "full")
+
+
+@pytest.mark.parametrize("ratio, full", [(1, 18), (3, 9), (5, 6), (35, 1)])
+def test_window_shape_pattern_and_growth(ratio, full):
+    s = D.window_shape(QWEN3, 1024, ratio)
+    assert _full_layers(s) == full and s.n_params == QWEN3.n_params
+    assert s.layer_types[ratio] == "full" and s.layer_types[0] == "sliding"      # Gemma-3: global after r local
+    # past the window only the full layers grow, each as one layer of the uniform model
+    per_layer_token = vl.kv_bytes_per_token(QWEN3, "bf16") // QWEN3.n_layers
+    grow = vl.kv_cache_bytes(s, 20000, dtype="bf16") - vl.kv_cache_bytes(s, 10000, dtype="bf16")
+    assert grow == 10000 * full * per_layer_token
+    assert vl.kv_cache_bytes(s, 512, dtype="bf16") == vl.kv_cache_bytes(QWEN3, 512, dtype="bf16")
+
+
+def test_all_local_stops_growing_and_says_so():
+    s = D.window_shape(QWEN3, 1024, D.ALL_LOCAL)
+    assert _full_layers(s) == 0
+    assert vl.kv_cache_bytes(s, 10**6, dtype="bf16") == vl.kv_cache_bytes(s, 4096, dtype="bf16")
+    d = D.evaluate_design(s, H100, 131072)
+    assert d.unbounded and d.row()["max context"] == "memory does not limit it"
+    assert not D.evaluate_design(D.window_shape(QWEN3, 1024, 5), H100, 131072).unbounded
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda: D.window_shape(QWEN3, 1, 5), "window"),
+    (lambda: D.window_shape(QWEN3, 1024, 36), "local_per_global"),
+    (lambda: D.window_shape(QWEN3, 1024, "most"), "local_per_global"),
+    (lambda: D.mla_shape(vl.get_model("deepseek-v3")), "base"),
+    (lambda: D.granular_moe_shape(QMOE, 100), "n_experts"),
+    (lambda: D.granular_moe_shape(QWEN3, 64), "base"),
+    (lambda: D.shared_expert_shape(QMOE, 8), "n_shared"),
+])
+def test_lever_errors_name_the_field(call, field):
+    with pytest.raises(vl.InvalidValueError, match=field):
+        call()
+
+
+def test_mla_shape_counts_its_projections():
+    s = D.mla_shape(QWEN3, 512, 64)
+    h, nh, d, c, r = QWEN3.hidden, QWEN3.n_heads, QWEN3.head_dim, 512, 64
+    # DeepseekV3Attention without q_lora: q_proj h -> nh (d + r); kv_a_proj_with_mqa h -> c + r; kv_a_layernorm c;
+    # kv_b_proj c -> nh (d + d_v); o_proj nh d_v -> h
+    mla = h * nh * (d + r) + h * (c + r) + c + c * nh * (d + d) + nh * d * h
+    gqa = h * nh * d + 2 * h * QWEN3.n_kv_heads * d + nh * d * h + 2 * d      # q, k, v, o and the q/k norms
+    assert s.n_params - QWEN3.n_params == QWEN3.n_layers * (mla - gqa)
+    assert vl.kv_bytes_per_token(s, "bf16") == QWEN3.n_layers * (c + r) * 2
+    d_ = D.evaluate_design(s, H100, 131072)
+    assert d_.activations is None and d_.gpus_to_train is None and d_.training_per_gpu is None
+    assert "multi-head latent attention" in d_.training_note
+    assert d_.row()["activations GB / seq"] == "not modelled"
+
+
+@pytest.mark.parametrize("experts", [16, 32, 64, 256, 512])
+def test_granularity_keeps_expert_parameters(experts):
+    s = D.granular_moe_shape(QMOE, experts)
+    assert s.n_experts * s.ffn == QMOE.n_experts * QMOE.ffn
+    assert s.experts_per_token * s.ffn == QMOE.experts_per_token * QMOE.ffn
+    router = QMOE.n_layers * QMOE.hidden          # one router row per expert and layer
+    assert s.n_params - QMOE.n_params == (experts - QMOE.n_experts) * router
+    assert s.n_active_params - QMOE.n_active_params == (experts - QMOE.n_experts) * router
+
+
+def test_shared_experts_keep_the_active_count_and_sit_on_every_gpu():
+    s = D.shared_expert_shape(QMOE, 2)
+    assert (s.n_experts, s.experts_per_token, s.n_shared_experts) == (128, 6, 2)
+    assert s.n_active_params == QMOE.n_active_params
+    expert = 3 * QMOE.hidden * QMOE.ffn
+    assert s.n_params - QMOE.n_params == QMOE.n_layers * 2 * expert
+    base, two = (D.evaluate_design(m, H100, 32768, ep=8) for m in (QMOE, s))
+    assert two.ep_rank_params - base.ep_rank_params == QMOE.n_layers * 2 * expert     # replicated, not split
+    assert base.ep_rank_params == sum(vl.parallel.stage_params(QMOE, ep=8)[0])
+    assert D.shared_expert_shape(QMOE, 0) == D.exact(QMOE)
+
+
+def test_attention_and_expert_levers_rows_and_plot():
+    a = D.attention_levers(QWEN3, H100, 131072, windows=[512], local_ratios=[1, "all"], mla_ranks=[512])
+    assert [d.lever for d in a] == ["base", "window", "local:global", "local:global", "MLA"]
+    assert all(d.kv_at_context < a[0].kv_at_context for d in a[1:])
+    e = D.expert_levers(QMOE, H100, 32768, experts=[32], shared=[1], ep=8)
+    assert [d.lever for d in e] == ["base", "granularity", "shared experts"]
+    assert "params per GPU @ EP8 (B)" in e[0].row() and "params per GPU @ EP8 (B)" not in a[0].row()
+    assert e[1].activations < e[0].activations and e[2].activations is None
+    with pytest.raises(vl.InvalidValueError, match="base"):
+        D.expert_levers(QWEN3, H100, 4096, experts=[8])
+    fig = D.plot_architecture_levers(a, e)
+    assert len(fig.axes) == 2
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+
+
+def test_real_2025_models_evaluate_with_their_gaps_named():
+    for name in ("gemma-3-27b", "gpt-oss-20b", "deepseek-v3"):
+        d = D.evaluate_design(name, H100, 131072)
+        assert d.training_note and d.model_states is None
+        assert d.inference.total == vl.inference_memory(name, "bf16", "bf16", 131072, prefill_chunk=2048).total
+
+
 # --- the panel ----------------------------------------------------------------------------------------------------
 VALUES = dict(n_layers=40, hidden=5120, n_heads=40, n_kv_heads=8, ffn=13824, n_experts=0, experts_per_token=2,
               equal_params=False, weights="bf16", gpu=H100, context=131072, train_seq=4096, n_gpus=8)

@@ -1,4 +1,5 @@
-"""Chapter 13 alternate scenario: the source's 7B shape against an A100 80GB and a 64K-token target."""
+"""Chapter 13 alternate scenario: the source's 7B shape against an A100 80GB and a 64K-token target; the 2025
+levers on Phi-4 (3 local : 1 global) and Qwen3-235B-A22B."""
 from __future__ import annotations
 
 import vramlib as vl
@@ -8,7 +9,10 @@ STEM = "ch13-design-for-memory"
 PARAMS = dict(base_model="source-7b", gpu="a100-80gb", context=65536, train_seq=2048, n_gpus=4,
               kv_heads=[1, 4, 8, 32], gqa_kv_heads=8, hiddens=[2048, 4096, 6144], narrow_hidden=2048,
               wide_hidden=6144, ffn_ratios=[2, 4], experts=[0, 8, 16], moe_experts=16, real_mha="llama-2-7b",
-              real_gqa="qwen3-8b", more_models=[])
+              real_gqa="qwen3-8b", more_models=[],
+              modern_base="phi-4", windows=[256, 2048], window_ratio=3, local_ratios=[2, 3, "all"], ratio_window=2048,
+              mla_ranks=[512], modern_moe="qwen3-235b-a22b", moe_context=8192, expert_counts=[64, 256],
+              shared_counts=[1], ep=8)
 
 
 def expected(p: dict) -> dict:
@@ -26,6 +30,16 @@ def expected(p: dict) -> dict:
     d_moe = D.evaluate_design(moe, p["gpu"], p["context"], **opts)
     d_dense = D.evaluate_design(D.moe_shape(gqa, 0), p["gpu"], p["context"], **opts)
     real_gqa = D.evaluate_design(p["real_gqa"], p["gpu"], p["context"], **opts)
+    kv = lambda m: vl.kv_cache_bytes(m, p["context"], dtype=p["kv_dtype"])  # noqa: E731
+    modern = vl.get_model(p["modern_base"])
+    local = D.window_shape(modern, p["ratio_window"], p["window_ratio"])
+    mla = D.mla_shape(modern, p["mla_ranks"][-1], p["rope_head_dim"])
+    moe25 = vl.get_model(p["modern_moe"])
+    moe_d = D.evaluate_design(moe25, p["gpu"], p["moe_context"], **opts)
+    fine = D.evaluate_design(D.granular_moe_shape(moe25, max(p["expert_counts"])), p["gpu"], p["moe_context"],
+                             **opts)
+    shared = D.shared_expert_shape(moe25, max(p["shared_counts"]))
+    rank = lambda m: sum(vl.parallel.stage_params(m, ep=p["ep"])[0])  # noqa: E731
     return {
         "q13_cap_gb": vl.gb(vl.get_gpu(p["gpu"]).memory_bytes),
         "q13_base_kv_tok": vl.kv_bytes_per_token(base, p["kv_dtype"]),
@@ -46,6 +60,15 @@ def expected(p: dict) -> dict:
         "q13_moe_gpus": d_moe.gpus_to_train,
         "q13_dense_gpus": d_dense.gpus_to_train,
         "q13_real_gqa_max_ctx": real_gqa.max_context,
+        "q13_m_base_kv_gb": vl.gb(kv(modern)),
+        "q13_m_gemma_kv_gb": vl.gb(kv(local)),
+        "q13_m_gemma_full": sum(1 for t in local.layer_types if t == "full"),
+        "q13_m_all_kv_gb": vl.gb(kv(D.window_shape(modern, p["ratio_window"], "all"))),
+        "q13_m_mla_kv_gb": vl.gb(kv(mla)),
+        "q13_m_mla_params_b": mla.n_params / 1e9,
+        "q13_m_mla_kv_tok": vl.kv_bytes_per_token(mla, p["kv_dtype"]),
+        "q13_e_fine_act_pct": fine.activations / moe_d.activations - 1,
+        "q13_e_shared_rank_pct": float(rank(shared) / rank(moe25)) - 1,
         "q13_max_train_b": vl.planning.max_params_model_states(p["gpu"], dp=p["n_gpus"], stage=3) / 1e9,
         "q13_gqa_act_saved_pct": 1 - d_gqa.activations / d_base.activations,
         "q13_base_train_gpu_gb": vl.gb(-(-d_base.model_states // p["n_gpus"]) + d_base.activations

@@ -307,6 +307,18 @@ def hf_indicators_of(s, family_repr):
              ["k_e", s["experts_per_token"] or 1]], None]
 
 
+def hf_activation_problem(model: ModelSpec | str) -> str | None:
+    """Why ``style="hf"`` cannot price ``model``'s activations, in one line (what the shape has beyond the one
+    uniform layer the expressions measure, or a family they do not follow), or None when it can. For callers that
+    report such a model's other numbers and name the missing ones (chapter 13's design levers)."""
+    spec = get_model(model)
+    problem = spec.uniform_problem()
+    if problem:
+        return problem
+    got = hf_indicators_of(Fields(spec), repr(spec.family))
+    return got[1][2] if got[1] else None
+
+
 def _activation_dtype_bytes(dtype: str) -> int:
     from ..catalog.precision import precision_view
 
