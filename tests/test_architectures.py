@@ -11,27 +11,17 @@ import pytest
 
 import vramlib as vl
 from vramlib.core.errors import VramlibError
+from vramlib.explain import validation as V
 
 MEASURED = json.loads((Path(vl.__file__).parent / "data" / "measured" / "architectures.json").read_text())
 ROWS = {r["id"]: r for r in MEASURED["rows"]}
-DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 UNMODELLED = {"jamba", "falcon_h1", "nemotron_h"}
 """Families refused in one line (an unknown model_type): Mamba-1 (Jamba), parallel hybrids (Falcon-H1), one-op
 blocks with latent MoE (Nemotron-H)."""
 
 
-def _spec(row: dict) -> vl.ModelSpec:
-    return vl.ModelSpec.from_hf_config(row["hf_config"], name=row["id"])
-
-
-def _cache_steps(row: dict):
-    """(tokens, batch, dtype, bytes held) after every prefill and decode step of a row."""
-    for run in row.get("cache") or []:
-        for st in run["steps"]:
-            dtypes = {L[k]["dtype"] for L in st["layers"] for k in ("keys", "values") if L.get(k)}
-            dtypes |= {t["dtype"] for L in st["layers"] for t in (L.get("conv_states") or {}).values()}
-            assert len(dtypes) == 1, (row["id"], dtypes)
-            yield st["tokens"], row["cache_run"]["batch"], DTYPES[dtypes.pop()], st["totals"]["state_bytes"]
+_spec = V.architecture_spec              # the one reading of a row (chapter 16's table uses it too)
+_cache_steps = V.architecture_cache_steps
 
 
 MODELLED = [i for i, r in ROWS.items() if r["status"] == "ok" and r["model_type"] not in UNMODELLED]
@@ -173,11 +163,7 @@ FULL = MEASURED.get("full_size", {})
 def test_full_size_configs_on_the_meta_device(case):
     """The real configs at full size: parameters, active parameters and the cache of a meta-device prefill."""
     row = FULL[case]
-    fallback = row.get("model_type_fallback")
-    cfg = row["hf_config"]
-    if fallback:  # the shipped config: its own model type and the class it names (the tool dropped both)
-        cfg = dict(cfg, model_type=fallback["from"], architectures=[fallback["via"].split(": ")[1]])
-    m = vl.ModelSpec.from_hf_config(cfg, name=case)  # Kimi-K2: model_type kimi_k2, read as DeepSeek-V3
+    m = _spec(row)  # Kimi-K2: the shipped model_type kimi_k2, read as DeepSeek-V3
     parts = row["params"].get("components", {})
     other = sum(parts[k]["total"] for k in ("vision_tower", "multi_modal_projector") if k in parts)
     assert m.n_params == row["params"]["total"] - other
@@ -260,3 +246,17 @@ def test_qwen3_moe_trains_and_shards_its_experts():
     off = vl.ModelSpec.from_hf_config(dict(cfg, norm_topk_prob=False))
     with pytest.raises(VramlibError, match="norm_topk_prob"):
         vl.activation_bytes(off, seq=1024, style="hf")
+
+
+def test_the_closing_table_reads_the_same_measurements():
+    """Chapter 16's table: every modelled case exact on parameters, active parameters and every cache step; the
+    refused families are the unmodelled ones, each with its one-line error."""
+    table = V.architecture_table()
+    assert len(table) == len(ROWS) + len(FULL)
+    summary = V.architecture_summary()
+    assert summary["refused"] == sorted(UNMODELLED)
+    assert summary["exact"] == summary["cases"] == len(MODELLED) + len(FULL)
+    assert summary["cache_steps"] == sum(len(_cache_steps(r)) for r in [*ROWS.values(), *FULL.values()]
+                                         if r["model_type"] not in UNMODELLED)
+    assert all(r["layers"].startswith("refused: ") and "\n" not in r["layers"] for r in table
+               if r["model_type"] in UNMODELLED)

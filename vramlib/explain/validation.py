@@ -27,7 +27,7 @@ import sympy as sp
 from ..core import formulas as F
 from ..memory.activations import activation_bytes
 from ..memory.breakdown import Breakdown
-from ..core.errors import InvalidValueError, UnknownNameError, check_choice
+from ..core.errors import InvalidValueError, UnknownNameError, VramlibError, check_choice
 from ..solve.feasibility import kv_budget_bytes
 from ..catalog.hardware import get_gpu
 from ..memory.inference import kv_bytes_per_token, kv_cache_bytes, prefill_workspace_bytes, weights_bytes
@@ -38,7 +38,7 @@ from ..core.symbols import E as S_E, b_a as S_ba
 from ..memory.training import CONVENTIONS, OPTIMIZERS, lora_params, optimizer_state_bytes, training_memory
 from ..core.units import GB, GiB, gb
 
-MEASUREMENTS = ("param_counts", "saved_bytes", "kv_cache", "lora", "optimizer", "cuda_memory")
+MEASUREMENTS = ("param_counts", "saved_bytes", "kv_cache", "architectures", "lora", "optimizer", "cuda_memory")
 """The measurement files in ``data/measured/`` (``cuda_memory`` exists only after a run on a GPU)."""
 
 COMPONENTS = ("parameters", "KV cache", "KV per token (config)", "activations (hf)", "activations (megatron)",
@@ -190,6 +190,85 @@ def kv_sliding_rows() -> list[dict]:
                     "every token kept": every, "storage held": r.get("storage_bytes"),
                     "vramlib error %": 100 * relative_error(pred, r["bytes"])})
     return out
+
+
+# --- every architecture family against transformers (architectures.json) ------------------------------------------
+
+_DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def architecture_cases() -> list[dict]:
+    """The rows of ``architectures.json``: tiny random models of every family (window shrunk below the sequence,
+    a forward pass on the CPU), then the real configs at full size (meta device)."""
+    d = load_measured("architectures")
+    return [*d["rows"], *d["full_size"].values()]
+
+
+def architecture_spec(row: dict) -> ModelSpec:
+    """The ModelSpec ``from_hf_config`` reads from a row's config (a shipped config whose model type the measuring
+    tool replaced, Kimi-K2's, is read with its own type and architecture)."""
+    cfg, fallback = row["hf_config"], row.get("model_type_fallback")
+    if fallback:
+        cfg = dict(cfg, model_type=fallback["from"], architectures=[fallback["via"].split(": ")[1]])
+    return ModelSpec.from_hf_config(cfg, name=row["id"])
+
+
+def architecture_cache_steps(row: dict) -> list[tuple[int, int, str, int]]:
+    """(tokens, batch, dtype, bytes held) after every prefill and decode step of a row: keys, values and Mamba
+    states as transformers' cache object holds them."""
+    out = []
+    for run in row.get("cache") or []:
+        for st in run["steps"]:
+            dtypes = {L[k]["dtype"] for L in st["layers"] for k in ("keys", "values") if L.get(k)}
+            dtypes |= {t["dtype"] for L in st["layers"] for t in (L.get("conv_states") or {}).values()}
+            if len(dtypes) != 1:
+                raise InvalidValueError("architectures.json", row["id"], f"a cache step mixes dtypes {sorted(dtypes)}")
+            out.append((st["tokens"], row["cache_run"]["batch"], _DTYPE_NAMES[dtypes.pop()],
+                        st["totals"]["state_bytes"]))
+    return out
+
+
+def _language_params(row: dict, key: str) -> int:
+    """A row's measured parameter count (``key``: total or active) without a vision tower and projector."""
+    parts = row["params"].get("components", {})
+    other = sum(parts[k]["total"] for k in ("vision_tower", "multi_modal_projector") if k in parts)
+    return (row["params"]["total"] if key == "total" else row["active"]["active"]) - other
+
+
+def architecture_table() -> list[dict]:
+    """One line per measured case: the family, vramlib's layer stack, parameters and active parameters (transformers
+    against vramlib), and the cache steps compared (the token range, the local window, how many equal the bytes
+    transformers holds). A family vramlib refuses shows its one-line error instead."""
+    out = []
+    for row in architecture_cases():
+        line = {"case": row["id"], "model_type": row["model_type"]}
+        try:
+            m = architecture_spec(row)
+        except VramlibError as e:
+            out.append({**line, "layers": "refused: " + str(e)})
+            continue
+        steps = architecture_cache_steps(row)
+        held = [kv_cache_bytes(m, t, b, dt) == got for t, b, dt, got in steps]
+        span = max(m.sliding_window, m.attention_chunk)
+        out.append({**line, "layers": m.layer_summary(), "params (transformers)": _language_params(row, "total"),
+                    "params (vramlib)": m.n_params, "active (transformers)": _language_params(row, "active"),
+                    "active (vramlib)": m.n_active_params,
+                    "tokens": f"{min(s[0] for s in steps)}-{max(s[0] for s in steps)}" if steps else "",
+                    "window / chunk": span or "", "cache steps": len(steps), "cache exact": sum(held)})
+    return out
+
+
+def architecture_summary() -> dict:
+    """Counts over :func:`architecture_table`: families and cases compared, cases exact on parameters, active
+    parameters and every cache step, cache steps, and the refused families."""
+    table = architecture_table()
+    ok = [r for r in table if "params (vramlib)" in r]
+    exact = [r for r in ok if r["params (vramlib)"] == r["params (transformers)"] and
+             r["active (vramlib)"] == r["active (transformers)"] and r["cache exact"] == r["cache steps"]]
+    return {"families": len({r["model_type"] for r in ok}), "cases": len(ok), "exact": len(exact),
+            "cache_steps": sum(r["cache steps"] for r in ok),
+            "windowed_cases": sum(1 for r in ok if r["window / chunk"]),
+            "refused": sorted({r["model_type"] for r in table if r not in ok})}
 
 
 def saved_spec(cfg: dict, name: str) -> ModelSpec:
