@@ -71,3 +71,69 @@ def test_bad_control_value_gives_one_line(calc, fixed, values, name, label, valu
         return
     numeric_select = label == "number" and not all(isinstance(o, str) for o in OPTIONS.get((calc, name), ["x"]))
     assert label not in NEVER or numeric_select, f"{calc}: {name}={value!r} was silently accepted"
+
+
+# --- the inference panel's model control (chapters 1, 5, 7): any catalogue model, its own heads -----------------
+
+def _inference_panel(model, **kwargs):
+    pytest.importorskip("ipywidgets")
+    from vramlib.present.widgets import inference_panel
+
+    box = inference_panel(model, **kwargs)
+    out = box.children[-1]
+    updates: list[str] = []
+    out.observe(lambda change: updates.append(change["new"]), names="value")
+    return {c.description: c for row in box.children[:-1] for c in row.children}, out, updates
+
+
+@pytest.mark.parametrize("order", [("gpt-oss-20b", "qwen3-30b-a3b"),
+                                   ("qwen3-30b-a3b", "gemma-3-27b", "deepseek-v3", "bamba-9b", "gpt-oss-20b")])
+def test_inference_panel_switches_to_any_catalogue_model(order):
+    """Choosing a model sets its heads and KV heads, then updates once, to vramlib's own numbers for that model."""
+    import vramlib as vl
+
+    ctl, out, updates = _inference_panel("llama-2-13b", gpu="h200", weights="bf16", kv_dtype="fp16", tokens=8192)
+    assert ctl["model"].value == ctl["model"].options[0] == "llama-2-13b"
+    assert sorted(ctl["model"].options) == vl.model_names()
+    for name in order:
+        del updates[:]
+        ctl["model"].value = name
+        spec = vl.get_model(name)
+        assert (ctl["heads"].value, ctl["KV heads"].value) == (spec.n_heads, spec.n_kv_heads)
+        assert len(updates) == 1, f"{name}: {len(updates)} updates (the heads must be set before the one update)"
+        bd = vl.inference_memory(spec, "bf16", "fp16", 8192, 1, "sdpa")
+        longest = vl.max_tokens(spec, "h200", "bf16", "fp16", attention="sdpa")
+        assert "vramlib-error" not in out.value and bd._repr_html_() in out.value, name
+        assert f"Longest context at batch 1: {longest:,} tokens" in out.value, name
+
+
+@pytest.mark.parametrize("model,heads,kv_heads,words", [
+    ("deepseek-v3", 256, 128, "attention: got 'mla'; needs kv_lora_rank"),   # MLA: rope part > hidden / 256
+    ("gpt-oss-20b", 128, 8, "n_heads: got 128; must divide hidden=2880"),
+    ("qwen3-30b-a3b", 32, 3, "n_kv_heads: got 3; must divide n_heads=32")])
+def test_inference_panel_refused_head_change_is_one_line(model, heads, kv_heads, words):
+    """A head change the chosen model's shape refuses (ModelSpec.as_heads) shows its one line in place; choosing the
+    model again brings back its own heads and a result."""
+    ctl, out, _ = _inference_panel("llama-2-13b", gpu="h200", weights="bf16")
+    ctl["model"].value = model
+    ctl["heads"].value, ctl["KV heads"].value = heads, kv_heads
+    assert "vramlib-error" in out.value and words in out.value and "\n" not in out.value
+    assert "internal error" not in out.value and "Traceback" not in out.value
+    ctl["model"].value = "llama-2-13b"
+    ctl["model"].value = model
+    assert "vramlib-error" not in out.value and "Longest context" in out.value
+
+
+def test_inference_panel_keeps_a_model_outside_the_catalogue():
+    """The chapter's own shape (not in the catalogue) is the first choice under its name, and comes back with its
+    own heads after another model was chosen."""
+    import vramlib as vl
+
+    own = vl.get_model("llama-2-13b").with_(name="my-13b", n_kv_heads=8)
+    ctl, out, _ = _inference_panel(own, gpu="rtx-4090", weights="int4")
+    assert ctl["model"].options[0] == "my-13b" and "my-13b" not in vl.model_names()
+    first = out.value
+    ctl["model"].value = "gpt-oss-20b"
+    ctl["model"].value = "my-13b"
+    assert (ctl["heads"].value, ctl["KV heads"].value) == (40, 8) and out.value == first
+    assert vl.inference_memory(own, "int4", "fp16", 4096)._repr_html_() in out.value

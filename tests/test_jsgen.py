@@ -16,7 +16,7 @@ import sympy as sp
 from vramlib import formulas as F
 from vramlib import jsgen
 from vramlib.present import jsdata
-from vramlib.catalog.models import catalogue, get_model
+from vramlib.catalog.models import catalogue, get_model, model_names
 
 
 def test_every_expression_prints_to_javascript():
@@ -59,6 +59,9 @@ def test_catalogues_come_from_vramlib():
     assert "fp16" in cat["kv_formats"] and "nf4" not in cat["kv_formats"]
     assert "kv_error" in cat["precisions"]["q4_k_m"]
     assert set(cat["models"]) == set(catalogue())
+    for key in ("llama-2-13b", "gpt-oss-20b", "bamba-9b"):  # what VL.model reads: the inference panel's model control
+        assert jsdata.from_js_value(cat["models"][key]) == get_model(key)
+        assert cat["models"][key] == jsdata.model_json(get_model(key))
     json.dumps(cat)
 
 
@@ -88,9 +91,11 @@ def test_panel_bundle_has_widget_and_static_views():
     assert 'data-calc="inference"' in view and "vramlib-breakdown" in view and "Binder" in view
     attrs = dict(re.findall(r'data-(fixed|controls)="([^"]*)"', view))
     specs = json.loads(html.unescape(attrs["controls"]))
-    assert [s["name"] for s in specs] == ["n_heads", "n_kv_heads", "weights", "kv_dtype", "tokens", "batch",
+    assert [s["name"] for s in specs] == ["model", "n_heads", "n_kv_heads", "weights", "kv_dtype", "tokens", "batch",
                                           "attention", "gpu"]
-    assert jsdata.from_js_value(json.loads(html.unescape(attrs["fixed"]))["model"]) == get_model("llama-2-13b")
+    model = specs[0]  # every catalogue model, the chapter's first and chosen
+    assert model["value"] == model["options"][0] == "llama-2-13b" and sorted(model["options"]) == model_names()
+    assert jsdata.from_js_value(json.loads(html.unescape(attrs["fixed"]))["own_model"]) == get_model("llama-2-13b")
     assert view == inference_panel("llama-2-13b", gpu="rtx-4090", weights="int4")._repr_mimebundle_()["text/html"]
 
 
@@ -143,7 +148,7 @@ def test_generated_js_equals_vramlib_in_node(tmp_path, calc, model):
     mod = importlib.import_module(f"vramlib.present.widgets.{calc}")
     seen = {}
     original = mod.panel
-    mod.panel = lambda compute, controls, fixed=None: seen.update(
+    mod.panel = lambda compute, controls, fixed=None, **_: seen.update(
         specs=[control_spec(k, c) for k, c in controls.items()], fixed=fixed)
     try:
         getattr(mod, f"{calc}_panel")(model)

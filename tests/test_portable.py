@@ -348,6 +348,65 @@ def test_inference_calculator_follows_every_layer_kind():
     assert _same_panel("inference", inference_compute, runs) == 60
 
 
+def _head_changes(spec) -> list[tuple[int, int]]:
+    """The model's own heads, twice the query heads (a new head_dim: MLA's rope part and hidden sizes refuse some),
+    half the KV heads, and KV heads that do not divide the query heads."""
+    return [(spec.n_heads, spec.n_kv_heads), (2 * spec.n_heads, spec.n_kv_heads),
+            (spec.n_heads, max(1, spec.n_kv_heads // 2)), (spec.n_heads, spec.n_heads + 1)]
+
+
+def test_inference_calculator_offers_every_catalogue_model():
+    """The inference panel's model control: every catalogue key resolves through the page data (``VL.data.models``)
+    to Python's breakdown, longest context and verdict -- with the model's own heads and with changed ones, whose
+    refusals (a head count not dividing hidden, MLA's rope part larger than the new head_dim) are Python's one line;
+    a key that names no model is refused in Python's words; the panel's own model (``own_model``) wins its name."""
+    from vramlib.present.widgets.inference import inference_compute
+
+    runs = [dict(model=name, n_heads=nh, n_kv_heads=nkv, weights="bf16", kv_dtype="fp16", tokens=4096, gpu="h200",
+                 attention="sdpa", batch=1)
+            for name in vl.model_names() for nh, nkv in _head_changes(vl.get_model(name))]
+    runs += [dict(runs[0], model="no-such-model"), dict(runs[0], model="")]
+    own = vl.get_model("llama-2-13b").with_(name="my-13b", n_kv_heads=8)
+    runs += [dict(runs[0], model="my-13b", n_heads=40, n_kv_heads=8, own_model=own),
+             dict(runs[0], model="gpt-oss-20b", n_heads=64, n_kv_heads=8, own_model=own)]
+    reqs, want = [], []
+    for args in runs:
+        try:
+            bd, cap, verdict = inference_compute(**args)
+            want.append([[[k, v] for k, v in bd.items()], bd.title, cap, verdict])
+        except vl.VramlibError as e:
+            want.append(str(e))
+        page = dict(args, own_model=model_json(args["own_model"])) if "own_model" in args else args
+        reqs.append(f"(function () {{ var r = VL.calcs.inference(VL.fromFixed({js(page)})); "
+                    "return [r[0].parts, r[0].title, r[1], r[2]]; })()")
+    got = run_js(reqs)
+    bad = [(a["model"], a["n_heads"], a["n_kv_heads"], g, w if isinstance(w, str) else w[3])
+           for a, g, w in zip(runs, got, want) if g.get("ok", g.get("err")) != w]
+    assert not bad, bad[:3]
+    refused = [w for w in want if isinstance(w, str)]
+    assert any(w.startswith("attention: got 'mla'") for w in refused)
+    assert any("must divide hidden" in w for w in refused)
+    assert sum(isinstance(w, list) for w in want) > 2 * len(vl.model_names())
+
+
+def test_a_new_model_brings_its_own_heads_in_both_places():
+    """The panel's linked controls: Python's inference_linked and the calculator's ``linked`` set the same heads for
+    every catalogue model (and for the panel's own model under its name); other controls and bad keys set nothing."""
+    from vramlib.present.widgets.inference import inference_linked
+
+    own = vl.get_model("llama-2-13b").with_(name="my-13b", n_kv_heads=8)
+    cases = [("model", {"model": name}) for name in vl.model_names()]
+    cases += [("model", {"model": "my-13b", "own_model": own}), ("model", {"model": "llama-2-13b", "own_model": own}),
+              ("model", {"model": "no-such-model"}), ("gpu", {"model": "gpt-oss-20b"})]
+    want = [inference_linked(name, values) for name, values in cases]
+    page = [dict(v, own_model=model_json(v["own_model"])) if "own_model" in v else v for _, v in cases]
+    reqs = [f"VL.calcs.inference.linked({js(name)}, VL.fromFixed({js(values)}))" for (name, _), values in zip(cases, page)]
+    got = run_js(reqs)
+    assert [g.get("ok", g) for g in got] == want
+    assert want[vl.model_names().index("gpt-oss-20b")] == {"n_heads": 64, "n_kv_heads": 8}
+    assert want[-4] == {"n_heads": 40, "n_kv_heads": 8} and want[-2:] == [{}, {}]
+
+
 def test_uniform_layer_calculators_refuse_other_shapes_as_python_does():
     """The training calculator reads one uniform layer: for OLMo-2 (full-width q/k norms) it refuses with Python's
     line; for Qwen3 (per-head q/k norms, modelled) it gives Python's numbers."""

@@ -2,8 +2,8 @@
 
 A case is the panel's fixed arguments (read back from the page's ``data-fixed``) plus one value per control
 (``data-controls``), drawn with a seeded generator: selects uniformly, integers near the chapter's value or
-log-uniformly within the control's bounds, heads mostly among the divisors that make a valid shape (the
-rest exercise the error path, which must give vramlib's own message).
+log-uniformly within the control's bounds, heads mostly the chosen model's own (a model control) or among the
+divisors that make a valid shape (the rest exercise the error path, which must give vramlib's own message).
 
 A stages calculator (``widgets.parallel``) is compared on its fullest stage (the table the page shows) and its
 verdict (every stage's total or split); the bookshelf on its first shelf's items and the pictures in words of
@@ -35,10 +35,12 @@ def random_values(specs: list[dict], fixed: dict[str, Any], rng: random.Random) 
     """One value per control; the heads knobs use the fixed model's hidden size to stay mostly valid."""
     values: dict[str, Any] = {}
     models = [v for v in fixed.values() if isinstance(v, dict) and "$model" in v]
-    catalogue = next((v["models"] for v in fixed.values() if isinstance(v, dict) and "models" in v), {})
+    catalogue = dict(next((v["models"] for v in fixed.values() if isinstance(v, dict) and "models" in v), None)
+                     or page_models(specs))
+    catalogue.update({m["$model"]["name"]: m for m in models})  # the panel's own model under its name
     for s in specs:
         chosen = catalogue.get(values.get("model")) if isinstance(values.get("model"), str) else None
-        if chosen:  # a model chosen by a control (the bookshelf): its shape
+        if chosen:  # a model chosen by a control (the bookshelf, the inference panel): its shape
             models = [chosen]
         hidden = values.get("hidden") or (models[0]["$model"]["hidden"] if models else None)
         name, kind = s["name"], s["kind"]
@@ -68,6 +70,16 @@ def random_values(specs: list[dict], fixed: dict[str, Any], rng: random.Random) 
         else:
             values[name] = s["value"]
     return values
+
+
+def page_models(specs: list[dict]) -> dict[str, Any]:
+    """The page data's catalogue (``VL.data.models``) when a model control chooses from it without data-fixed's
+    own copy (the inference panel); else none."""
+    if not any(s["name"] == "model" and s["kind"] == "select" for s in specs):
+        return {}
+    from vramlib.web.jsgen import catalogue_json
+
+    return catalogue_json()["models"]
 
 
 def python_result(calc: str, fixed_json: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:

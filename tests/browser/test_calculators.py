@@ -243,6 +243,56 @@ def test_a_wrong_formula_is_caught(driver, build_dir):
     driver.get_log("browser")
 
 
+PER_LAYER_MODELS = ("gpt-oss-20b", "qwen3-30b-a3b", "gemma-3-27b", "deepseek-v3", "bamba-9b")
+"""2025 layer stacks (sinks and MXFP4 experts, MoE with q/k norms, a 5:1 sliding pattern, MLA, Mamba-2) the inference
+calculator's model control offers."""
+
+
+def test_inference_calculator_picks_any_catalogue_model(driver, build_dir):
+    """The static inference calculator offers every catalogue model: choosing a 2025 per-layer model with the select,
+    as a reader does, brings its own heads and KV heads (the panel's linked controls) and vramlib's numbers for it; a
+    head change its shape refuses (MLA's rope part) is Python's one line; choosing the chapter's model again brings
+    its result back."""
+    from selenium.webdriver.support.ui import Select
+
+    from vramlib import get_model, model_names
+
+    page = _first_page_with(driver, "inference")
+    el = next(e for e in calculators_on(driver) if e.get_attribute("data-calc") == "inference")
+    fixed, specs = json.loads(el.get_attribute("data-fixed")), json.loads(el.get_attribute("data-controls"))
+    chapter = {s["name"]: s["value"] for s in specs}
+    options = next(s["options"] for s in specs if s["name"] == "model")
+    assert options[0] == chapter["model"] and sorted(options) == model_names(), options[:3]
+
+    def choose(name: str) -> None:
+        Select(el.find_element("css selector", '[data-name="model"]')).select_by_visible_text(name)
+
+    def heads() -> list[str]:
+        return [el.find_element("css selector", f'[data-name="{k}"]').get_attribute("value")
+                for k in ("n_heads", "n_kv_heads")]
+
+    diffs = []
+    for name in PER_LAYER_MODELS:
+        choose(name)
+        spec = get_model(name)
+        assert heads() == [str(spec.n_heads), str(spec.n_kv_heads)], f"{page.name}: {name} brought heads {heads()}"
+        values = dict(chapter, model=name, n_heads=spec.n_heads, n_kv_heads=spec.n_kv_heads)
+        py, js = python_result("inference", fixed, values), driver.execute_script(READ_JS, el)
+        assert "error" not in py and "error" not in js, (name, py.get("error"), js.get("error"))
+        diffs += [f"{name}: {d}" for d in compare(py, js)]
+    assert not diffs, diffs
+    choose("deepseek-v3")
+    driver.execute_script(SET_JS, el, {"n_heads": 256, "n_kv_heads": 128})  # head_dim 28 < MLA's rope part (64)
+    js = driver.execute_script(READ_JS, el)
+    py = python_result("inference", fixed, dict(chapter, model="deepseek-v3", n_heads=256, n_kv_heads=128))
+    assert py["error"].startswith("attention: got 'mla'") and js.get("error") == py["error"], js
+    choose(chapter["model"])
+    assert heads() == [str(chapter["n_heads"]), str(chapter["n_kv_heads"])]
+    assert not compare(python_result("inference", fixed, chapter), driver.execute_script(READ_JS, el))
+    problems, _ = console_problems(driver.get_log("browser"))
+    assert not problems, problems
+
+
 def test_a_js_error_is_caught(driver, build_dir):
     """Probe: an exception thrown by a page script must show up as a console problem."""
     load(driver, CHAPTERS[0])

@@ -32,7 +32,7 @@ from typing import Any
 import sympy as sp
 from sympy.printing.jscode import JavascriptCodePrinter
 
-from ..present.jsdata import _key, to_json
+from ..present.jsdata import _key, model_json, to_json
 from .portablegen import portable_js
 
 JS_DIR = Path(__file__).resolve().parent / "js"
@@ -182,7 +182,7 @@ def catalogue_json() -> dict[str, Any]:
         "precisions": precs,
         "precision_names": precision.precision_names(),
         "kv_formats": kv_formats,
-        "models": {k: to_json(m) for k, m in sorted(models.catalogue().items())},
+        "models": {k: model_json(m) for k, m in sorted(models.catalogue().items())},  # what VL.model reads
         "optimizers": to_json(training.OPTIMIZERS),
         "conventions": to_json(training.CONVENTIONS),
         "constants": {

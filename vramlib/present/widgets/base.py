@@ -107,7 +107,8 @@ def range_problem(controls: Mapping[str, Any]) -> VramlibError | None:
 
 
 def panel(compute: Callable[..., Computed], controls: Mapping[str, Any], fixed: Mapping[str, Any] | None = None,
-          view: Callable[[dict[str, Any]], str] | None = None):
+          view: Callable[[dict[str, Any]], str] | None = None,
+          linked: Callable[[str, dict[str, Any]], Mapping[str, Any]] | None = None):
     """An ipywidgets VBox: ``controls`` (name -> widget) drive ``compute(**fixed, **values)``; output is an HTML widget.
 
     Give ``compute`` as the named function (``inference_compute``) and its non-control arguments as
@@ -115,6 +116,8 @@ def panel(compute: Callable[..., Computed], controls: Mapping[str, Any], fixed: 
     browser. A lambda (or ``fixed=None``) still works in Jupyter; the static book shows its initial result.
     ``view`` (optional) draws a richer Jupyter output from the same values (per-rank bars, a ranked table);
     the static page still shows ``compute``'s calculator.
+    ``linked(name, values)`` (optional): after control ``name`` changed, ``{other control: new value}`` to set first,
+    with one update for all (a new model brings its own heads); the static calculator's ``linked`` does the same.
     """
     import ipywidgets as w
 
@@ -124,12 +127,26 @@ def panel(compute: Callable[..., Computed], controls: Mapping[str, Any], fixed: 
     def values() -> dict[str, Any]:
         return {**fixed, **{k: c.value for k, c in controls.items()}}
 
+    busy = [False]  # while linked values are set: one update after them, not one per control
+
     def update(_=None) -> None:
+        if busy[0]:
+            return
         problem = range_problem(controls)
         out.value = render(problem) if problem else (view(values()) if view else evaluate_panel(compute, values()))
 
-    for c in controls.values():
-        c.observe(update, names="value")
+    def changed(name: str) -> None:
+        if linked is not None and not busy[0]:
+            busy[0] = True
+            try:
+                for k, v in (linked(name, values()) or {}).items():
+                    controls[k].value = v
+            finally:
+                busy[0] = False
+        update()
+
+    for name, c in controls.items():
+        c.observe(lambda _change, name=name: changed(name), names="value")
     update()
     box = _panel_class()([w.HBox(list(controls.values())[i:i + 3]) for i in range(0, len(controls), 3)] + [out])
     box._vramlib_static_html = static_html(compute, controls, fixed, out.value)

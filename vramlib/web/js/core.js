@@ -305,6 +305,7 @@ VL.withHeads = function (m, nHeads, nKvHeads) {  /* ModelSpec.as_heads (models.h
   VL.raiseProblem(VL.py.heads_problem({ n_heads: nHeads, n_kv_heads: nKvHeads }));  /* ModelSpec's rule */
   if (!Object.keys(change).length) { return m; }
   var spec = Object.assign({}, s, change);
+  VL.raiseProblem(VL.py.layers_problem(spec));  /* ModelSpec's rule for the new head_dim (MLA's rope part) */
   var heads = { n_h: spec.n_heads, n_kv: spec.n_kv_heads, d_head: spec.head_dim };
   return Object.assign({}, m, { spec: spec, layers: VL.py.layer_kinds_of(spec, false),
     sym: m.refusal ? m.sym : Object.assign({}, m.sym, heads),

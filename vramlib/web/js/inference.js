@@ -2,9 +2,12 @@
  * (weights_detail, kv_cache_bytes, prefill_workspace_bytes, inference_memory), vramlib.solve.feasibility (largest_fitting,
  * max_tokens) and vramlib.present.widgets.inference.inference_compute. The rules are their @portable parts compiled
  * for the page (VL.py: weights_parts, kv_bytes, prefill_bytes, activation_format, inference_parts, largest_true,
- * max_tokens_kv_only, inference_verdict); this file checks inputs and reads the defaults from Python's signatures. */
+ * max_tokens_kv_only, inference_verdict); this file checks inputs and reads the defaults from Python's signatures.
+ * The model control's keys are the page's catalogue (VL.data.models: jsgen.catalogue_json, every catalogue model)
+ * and the panel's own model (data-fixed's own_model). */
 (function () {
   var F = VL.formulas, C = VL.data.constants, PY = VL.py;
+  var has = function (o, k) { return Object.prototype.hasOwnProperty.call(o, k); };
 
   /* inference.weights_detail (inference.weights_parts) */
   VL.weightsDetail = function (m, dtype) { return PY.weights_parts(m, VL.getPrecision(dtype, "weights")); };
@@ -74,15 +77,32 @@
     });
   };
 
+  /* widgets.inference.panel_model: the panel's own model when the key is its name, else a catalogue key of the page
+   * data; a model given whole (a ModelSpec's JSON) as it is */
+  VL.panelModel = function (key, own) {
+    if (key && typeof key === "object") { return VL.model(key); }
+    if (own && key === own.name) { return VL.model(own); }
+    if (typeof key === "string" && has(VL.data.models, key)) { return VL.model(VL.data.models[key]); }
+    throw VL.unknown("model", key, Object.keys(VL.data.models).concat(own ? [own.name] : []));
+  };
+
   /* widgets.inference.inference_compute */
   VL.register("inference", function (a) {
     var df = VL.data.defaults["widgets.inference.inference_compute"];
-    var m = VL.withHeads(VL.model(a.model), a.n_heads, a.n_kv_heads);
+    var m = VL.withHeads(VL.panelModel(a.model, a.own_model), a.n_heads, a.n_kv_heads);
     var card = VL.getGpu(a.gpu), pick = function (k) { return a[k] === undefined ? df[k] : a[k]; };
     var attention = pick("attention"), batch = pick("batch"), reserve = pick("reserve");
     var bd = VL.inferenceMemory(m, a.weights, a.kv_dtype, a.tokens, batch, attention, reserve);
     var longest = VL.maxTokens(m, card.memory_bytes, a.weights, a.kv_dtype, batch, reserve, attention);
     return [bd, card.memory_bytes, PY.inference_verdict(card.key, card.memory_bytes - bd.total, batch, longest,
       m.spec.max_context)];
-  });
+  }, { linked: function (name, values) {  /* widgets.inference.inference_linked: a new model brings its own heads */
+    if (name !== "model") { return {}; }
+    var m;
+    try { m = VL.panelModel(values.model, values.own_model); } catch (e) {
+      if (e instanceof VL.VramlibError) { return {}; }  /* the update shows the one-line error */
+      throw e;
+    }
+    return { n_heads: m.spec.n_heads, n_kv_heads: m.spec.n_kv_heads };
+  } });
 })();
