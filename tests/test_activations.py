@@ -217,8 +217,9 @@ def test_more_recompute_never_raises_activations(shape, dtype, attention, scope,
 def test_eager_keeps_at_least_what_sdpa_keeps(shape, dtype):
     m, seq, batch = shape
     # with a fused q|k|v (Phi-3) sdpa keeps the whole projection output alive; the eager s^2 tensors
-    # outgrow that once s exceeds about 2 d_head (hypothesis found s = 512 = 2 d_head with one head)
-    assume(seq > 2 * m.head_dim)
+    # outgrow that once s exceeds about 3 d_head (hypothesis found s = 512 = 2 d_head, then s = 513 in fp32 with one
+    # head of 256: eager 95% of sdpa there, equal at s = 768)
+    assume(seq > 3 * m.head_dim)
     for scope in A.SCOPES:
         eager = vl.activation_bytes(m, seq, batch, dtype, attention="eager", scope=scope)
         sdpa = vl.activation_bytes(m, seq, batch, dtype, attention="sdpa", scope=scope)

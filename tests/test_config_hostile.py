@@ -167,7 +167,8 @@ def test_quantization_config_maps_to_the_precision_catalogue(qc, expected):
     ({"quant_method": "awq", "zero_point": "true"}, ["quantization_config.zero_point"]),
     ({"quant_method": "awq", "version": "gemv"}, ["quantization_config.version"]),
     ({"quant_method": "awq", "modules_to_not_convert": ["gate"]}, ["quantization_config.modules_to_not_convert"]),
-    ({"quant_method": "bitsandbytes", "load_in_8bit": True}, ["quantization_config.load_in_8bit", "int8"]),
+    ({"quant_method": "bitsandbytes", "load_in_8bit": True, "llm_int8_skip_modules": ["mlp"]},
+     ["quantization_config.llm_int8_skip_modules"]),
     ({"quant_method": "bitsandbytes", "load_in_4bit": True, "load_in_8bit": True}, ["load_in_4bit/load_in_8bit"]),
     ({"quant_method": "bitsandbytes"}, ["quantization_config.load_in_4bit"]),
     ({"quant_method": "bitsandbytes", "load_in_4bit": "true"}, ["quantization_config.load_in_4bit"]),
@@ -512,6 +513,10 @@ def _documented_default(model_type: str, key: str, spec: vl.ModelSpec) -> dict |
         return {"router_renorm": False}
     if key in ("attention_bias", "mlp_bias") and fam in ("llama", "yi", "gemma", "gemma2"):
         return {"qkv_bias": False, "attn_out_bias": False} if key == "attention_bias" else {"mlp_bias": False}
+    if key == "attention_bias" and fam in ("phimoe", "gpt_oss", "olmo2", "qwen3", "qwen3_moe", "cohere", "granite"):
+        from transformers import AutoConfig  # the config class's own default (PhimoeConfig: False, GptOss: True)
+        default = bool(AutoConfig.for_model(fam).attention_bias)
+        return {"qkv_bias": default, "attn_out_bias": default}
     if fam == "falcon" and key in ("multi_query", "parallel_attn", "bias", "new_decoder_architecture", "alibi"):
         return {}  # falcon-7b's values are FalconConfig's defaults
     return None
@@ -590,7 +595,7 @@ def test_random_quantization_configs_map_or_refuse(data):
     except vl.VramlibError as e:
         assert "\n" not in str(e) and "quantization_config" in str(e), str(e)
         return
-    assert m.checkpoint_format in {"nf4", "nf4-dq", "mxfp4", "mxfp4-moe", "fp8-block128"} or \
+    assert m.checkpoint_format in {"nf4", "nf4-dq", "llm-int8", "mxfp4", "mxfp4-moe", "fp8-block128"} or \
         m.checkpoint_format.startswith(("gptq-", "awq-"))
     assert vl.get_precision(m.checkpoint_format).name == m.checkpoint_format
     assert vl.weights_bytes(m, m.default_weights) < vl.weights_bytes(m, "fp16")

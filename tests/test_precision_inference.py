@@ -1,4 +1,6 @@
+import json
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -123,3 +125,42 @@ def test_more_kv_heads_never_lowers_kv_bytes(kv1, kv2, tokens, batch):
     m = vl.get_model("llama-2-13b")
     lo, hi = sorted([kv1, kv2])
     assert vl.kv_cache_bytes(m.with_(n_kv_heads=lo), tokens, batch) <= vl.kv_cache_bytes(m.with_(n_kv_heads=hi), tokens, batch)
+
+
+# --- bitsandbytes LLM.int8 (tools/measure/bnb_int8.py) --------------------------------------------------------------
+BNB_INT8 = json.loads((Path(vl.__file__).parent / "data" / "measured" / "bnb_int8.json").read_text())
+
+
+@pytest.mark.parametrize("row", BNB_INT8["rows"], ids=lambda r: r["case"])
+def test_llm_int8_equals_what_bitsandbytes_holds(row):
+    """int8 weights + one fp32 scale per output row + 16-bit embeddings, head, norms and biases: the bytes the
+    loaded model holds, exactly; the saved file adds one byte per quantized Linear (weight_format)."""
+    m = vl.ModelSpec.from_hf_config(row["hf_config"], name=row["case"])
+    got = vl.weights_detail(m, "llm-int8")
+    assert sum(got.values()) == row["memory_bytes"]
+    assert got["quantization constants"] == row["row_scale_bytes"]
+    assert got["weights"] == row["parameter_bytes"]["torch.int8"]
+    assert row["saved_bytes"] - row["memory_bytes"] == row["quantized_linears"]
+
+
+def test_llm_int8_rows_follow_each_tensor():
+    m = vl.get_model("llama-2-7b")
+    rows_per_layer = 4 * 4096 + 2 * 11008 + 4096        # q, k, v, o; gate, up; down
+    assert vl.weights_detail(m, "llm-int8")["quantization constants"] == 32 * rows_per_layer * 4
+    assert vl.weights_bytes(m, "llm-int8") > vl.weights_bytes(m, "int8")   # the idealised int8 has no scales
+
+
+def test_load_in_8bit_checkpoints_are_llm_int8():
+    qc = {"quant_method": "bitsandbytes", "load_in_8bit": True, "llm_int8_skip_modules": ["lm_head"]}
+    m = vl.ModelSpec.from_hf_config({**BNB_INT8["rows"][0]["hf_config"], "quantization_config": qc}, name="q8")
+    assert m.checkpoint_format == "llm-int8" and m.default_weights == "llm-int8"
+
+
+@pytest.mark.parametrize("model, words", [("mixtral-8x7b", "experts"), ("deepseek-v3", "latent"),
+                                          ("bamba-9b", "Mamba"), ("source-13b", "nominal")])
+def test_llm_int8_refuses_what_it_does_not_price(model, words):
+    with pytest.raises(vl.InvalidValueError, match=words) as e:
+        vl.weights_bytes(model, "llm-int8")
+    assert "\n" not in str(e.value)
+    with pytest.raises(vl.InvalidValueError, match="kv_dtype"):
+        vl.kv_cache_bytes("llama-2-7b", 16, dtype="llm-int8")

@@ -702,8 +702,8 @@ def _config_label(r: _Reader, name: str | None) -> tuple[str | None, str]:
 
 # --- quantization_config -> checkpoint_format ---------------------------------------------------------------
 _QUANT_SUPPORTED = ("gptq (2, 3, 4 or 8 bits, a positive group_size), awq (gemm, zero point), fp8 (128 x 128 "
-                    "blocks), mxfp4, bitsandbytes 4-bit (nf4 or fp4, with or without double quant), compressed-tensors "
-                    "(symmetric int4/int8 groups, NVFP4, per-tensor FP8)")
+                    "blocks), mxfp4, bitsandbytes 8-bit (LLM.int8) and 4-bit (nf4 or fp4, with or without double "
+                    "quant), compressed-tensors (symmetric int4/int8 groups, NVFP4, per-tensor FP8)")
 _QUANT_KNOWN = ("aqlm", "auto-round", "awq", "bitnet", "bitsandbytes", "compressed-tensors", "eetq", "fbgemm_fp8",
                 "fouroversix", "fp8", "fp_quant", "gemma", "gguf", "gptq", "higgs", "hqq", "metal", "mxfp4", "mxfp8",
                 "nvfp4", "quanto", "quark", "sinq", "spqr", "torchao", "vptq")
@@ -912,15 +912,13 @@ def _awq_format(q: _Reader) -> str:
 
 
 def _bitsandbytes_format(q: _Reader, load4: bool, load8: bool) -> str:
-    """bitsandbytes 4-bit: nf4 or nf4-dq (FP4 stores the same bytes); 8-bit has no exact format."""
+    """bitsandbytes 4-bit: nf4 or nf4-dq (FP4 stores the same bytes); 8-bit: llm-int8."""
     if load4 and load8:  # BitsAndBytesConfig raises for both
         raise ConfigError("quantization_config.load_in_4bit/load_in_8bit", "both are true; only one can be",
                           source=q.src)
-    if load8:
-        raise q.error("load_in_8bit", "bitsandbytes 8-bit (LLM.int8: int8 weights, fp32 row scales, 16-bit "
-                      "embeddings) has no exact format in the precision catalogue, whose 'int8' stores every "
-                      "tensor in 8 bits; pass weights='int8' for that idealised figure (supported: "
-                      f"{_QUANT_SUPPORTED})")
+    if load8:  # LLM.int8: int8 weights, one fp32 scale per output row, 16-bit embeddings, head, norms, biases
+        _keeps_only_lm_head(q, "llm_int8_skip_modules", "modules_to_not_convert")
+        return "llm-int8"
     if not load4:
         raise q.error("load_in_4bit", "neither load_in_4bit nor load_in_8bit is true; cannot tell the storage")
     qtype = q.text("bnb_4bit_quant_type", default="fp4")  # BitsAndBytesConfig default

@@ -62,6 +62,9 @@ class Precision:
     ``bits`` is the average bits per quantized element, constants included;
     ``keeps`` maps tensor kinds the format leaves unquantized to their bits.
     ``gguf`` names a llama.cpp mix whose per-tensor types :func:`~vramlib.catalog.precision.tensor_bits` resolves.
+    ``row_scale_bits``: one scale of that many bits per output row of every quantized Linear (LLM.int8's fp32 SCB),
+    so the overhead per weight is ``row_scale_bits`` / the row's length and depends on the tensor
+    (:func:`vramlib.memory.inference.weights_detail` reads the rows from the shape; ``bits`` excludes it).
     """
 
     name: str
@@ -73,6 +76,7 @@ class Precision:
     is_float: bool = False
     overhead_note: str = ""
     aliases: tuple[str, ...] = field(default=(), compare=False)
+    row_scale_bits: int = 0
 
     @property
     def bytes_per_element(self) -> Fraction:
@@ -121,6 +125,12 @@ _add(Precision("int8", Fraction(8), "8-bit integers, every tensor, no scales (th
                "the source document", overhead_note="idealised: real INT8 keeps scales and 16-bit embeddings"))
 _add(Precision("int4", Fraction(4), "4-bit integers, every tensor, no scales (the source's arithmetic)",
                "the source document", overhead_note="idealised: real 4-bit formats carry scales; see nf4, gptq, awq, gguf"))
+# LLM.int8 (bitsandbytes Linear8bitLt, transformers' load_in_8bit): int8 weights with one fp32 absmax scale per
+# output row (Int8Params.SCB), embeddings, LM head, norms and biases in 16 bits (tools/measure/bnb_int8.py).
+_add(Precision("llm-int8", Fraction(8), "bitsandbytes LLM.int8: int8 weights, one fp32 scale per output row",
+               "Dettmers et al. 2022 (LLM.int8()); bitsandbytes Int8Params", keeps=_KEEP16, row_scale_bits=32,
+               aliases=("bnb-int8",),
+               overhead_note="the 1-byte weight_format tensor each Linear writes into a saved checkpoint is left out"))
 _add(Precision("nf4", NF4_BITS, "bitsandbytes NormalFloat4, blocks of 64 with an fp32 absmax",
                "Dettmers et al. 2023 (QLoRA); bitsandbytes", keeps=_KEEP16))
 _add(Precision("nf4-dq", NF4_DQ_BITS, "NF4 with double quantization of the block constants",
@@ -324,7 +334,8 @@ def tensor_bits(prec: Precision, kind: str, n_layers: int = 1, gqa: int = 1, n_e
 def precision_view(prec: Precision) -> dict:
     """A format as portable code reads it (the browser's ``VL.data.precisions[name]`` has the same fields)."""
     return {"name": prec.name, "bits": prec.bits, "bits_floor": int(prec.bits.__floor__()), "keeps": dict(prec.keeps),
-            "gguf": prec.gguf, "is_float": prec.is_float, "bytes_per_element": prec.bytes_per_element}
+            "gguf": prec.gguf, "is_float": prec.is_float, "bytes_per_element": prec.bytes_per_element,
+            "row_scale": prec.row_scale_bits}
 
 
 share(GGUF_LAYER_BITS={f"{mix}|{kind}": e for (mix, kind), e in GGUF_LAYER_BITS.items()}, GGML_BITS=dict(GGML_BITS),
@@ -382,9 +393,32 @@ def gguf_problem(s, p):
                            "another type for that tensor, which is not modelled"])
 
 
+@portable
+def row_scale_problem(s, p):
+    """Refuse (raise_problem) what per-row scales (LLM.int8) are not priced for: a nominal size (no shapes, so no
+    rows), and layers beyond dense GQA ones (experts, latent attention, Mamba: not measured)."""
+    if s["nominal_params"] is not None:
+        raise_problem(["weights", p["name"], "per-row scales need the tensors' shapes; " + s["name"] + " has only a "
+                       "nominal size (pick int8 for the source's 1 byte per parameter)"])
+    if s["n_experts"] or s["attention"] == "mla" or "mamba" in s["layer_types"] or "none" in s["layer_types"]:
+        raise_problem(["weights", p["name"], "LLM.int8 is priced for dense attention layers; experts, latent "
+                       "attention and Mamba layers are not measured"])
+
+
+@portable
+def row_length(s, kind):
+    """Weights in one output row (the input features) of a dense GQA layer's Linear of ``kind``: the attention
+    output reads the heads, the MLP's down projection the FFN, the others the hidden size."""
+    if kind == "attn_o":
+        return s["n_heads"] * s["head_dim"]
+    if kind == "mlp_down":
+        return s["ffn"]
+    return s["hidden"]
+
+
 def kv_bytes_per_element(dtype: str | Precision) -> Fraction:
     """Bytes per cached K/V element: float formats and plain int8/int4 only (KV caches are not GPTQ'd)."""
     p = get_precision(dtype, field="kv_dtype")
-    if p.keeps or p.gguf:
+    if p.keeps or p.gguf or p.row_scale_bits:
         raise InvalidValueError("kv_dtype", p.name, "KV caches are stored as fp32, bf16, fp16, fp8-e4m3, fp8-e5m2, int8 or int4")
     return p.bytes_per_element

@@ -13,7 +13,7 @@ from .breakdown import Breakdown
 from ..core.errors import InvalidValueError, check_choice, check_positive_int, checked_call
 from ..catalog.models import ModelSpec, get_model, mixer_span, param_groups_of, params_of, weight_params_of
 from ..catalog.precision import (FP32_BYTES, bits_of, get_precision, gguf_problem, gguf_type_70b,
-                                 kv_bytes_per_element, precision_view)
+                                 kv_bytes_per_element, precision_view, row_length, row_scale_problem)
 from ..core.symbols import S_shard, n_gpu, n_kv
 from ..core.units import parse_memory
 from ..core.signatures import arg, keywords_through, signature
@@ -66,6 +66,8 @@ def weights_parts(m, p):
     """[[component, bytes]] of a model's weights in format ``p`` (a format view): one figure for a plain format or a
     nominal-size shape (nominal x bits, as the source computes); else the raw quantized bits, the quantization
     constants and the unquantized tensors the format keeps (a GGUF mix reports its layers' types as one figure)."""
+    if p["row_scale"]:
+        row_scale_problem(m["spec"], p)
     if m["spec"]["nominal_params"] is not None or (not p["keeps"] and p["gguf"] is None):
         n = weight_params_of(m["spec"], params_of(m))
         return [["weights", q_ceil(ev("WEIGHTS_BYTES", None, {"N_q": n, "b_q": p["bits"], "N_u": 0, "b_u": 0}))]]
@@ -84,6 +86,8 @@ def weights_parts(m, p):
             continue
         kind = "lm_head" if g[0] == "embed" and s["tied_embeddings"] else g[0]  # a tied table is stored as the head
         b = q_mul(bits_of(p, kind, s["n_layers"], gqa, s["n_experts"], type_70b), g[1])
+        if p["row_scale"] and g[0] not in p["keeps"]:  # one scale per output row: g[1] / row length rows
+            b = q_add(b, q_div(q_mul(q(p["row_scale"]), g[1]), q(row_length(s, g[0]))))
         if g[0] in p["keeps"]:
             n_u += g[1]
             bits_u = q_add(bits_u, b)

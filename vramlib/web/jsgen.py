@@ -168,9 +168,7 @@ def catalogue_json() -> dict[str, Any]:
     kv_formats = []
     for name in precision.precision_names():
         p = precision.get_precision(name)
-        precs[name] = {"name": p.name, "bits": to_json(p.bits), "bits_floor": int(p.bits.__floor__()),
-                       "bytes_per_element": to_json(p.bytes_per_element), "keeps": dict(p.keeps), "gguf": p.gguf,
-                       "is_float": p.is_float, "aliases": list(p.aliases)}
+        precs[name] = {**to_json(precision.precision_view(p)), "aliases": list(p.aliases)}  # what portable code reads
         try:
             precs[name]["kv_bytes_per_element"] = to_json(precision.kv_bytes_per_element(name))
             kv_formats.append(name)
