@@ -127,7 +127,10 @@ def test_cuda_script_simulated_on_cpu():
 def test_run_all_lists_every_script():
     ra = _tool("run_all")
     cmds = [Path(c[1]).stem for c in ra.commands(cuda=False)]
-    assert cmds == list(ra.CPU_SCRIPTS) + ["cuda_memory"]
+    optional = [name for name, package in ra.OPTIONAL.items() if ra.installed(package)]
+    assert cmds == list(ra.CPU_SCRIPTS) + optional + ["cuda_memory"]
+    assert set(ra.OPTIONAL) <= {p.stem for p in Path(ra.__file__).parent.glob("*.py")}
+    assert [Path(c[1]).stem for c in ra.commands(quick=True, cuda=False)] == list(ra.CPU_SCRIPTS) + ["cuda_memory"]
     assert ra.commands(cuda=False)[-1][-1] == "--plan"
     assert ra.commands(cuda=True)[-1][-1].endswith("cuda_memory.py")
     assert all("--check" in c for c in ra.commands(check=True, cuda=False)[:-1])

@@ -24,6 +24,15 @@ CPU_SCRIPTS = ("param_counts", "saved_tensors", "kv_cache", "architectures", "lo
 """In order; each supports --check. Quick modes exist for saved_tensors, kv_cache, architectures and lora."""
 QUICK = {"saved_tensors": ["--quick"], "kv_cache": ["--quick"], "architectures": ["--quick"], "lora": ["--quick"],
          "param_counts": ["--check", "--only", "llama-2-7b"], "optimizer": ["--check"]}
+OPTIONAL = {"bnb_int8": "bitsandbytes"}
+"""Scripts that need a package vramlib does not depend on: run (with --check when checking, skipped when quick)
+only where it is installed."""
+
+
+def installed(package: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(package) is not None
 
 
 def cuda_available() -> bool:
@@ -40,6 +49,9 @@ def commands(check: bool = False, quick: bool = False, cuda: bool | None = None)
     for name in CPU_SCRIPTS:
         args = QUICK[name] if quick else (["--check"] if check else [])
         out.append([sys.executable, str(HERE / f"{name}.py"), *args])
+    for name, package in OPTIONAL.items():
+        if not quick and installed(package):
+            out.append([sys.executable, str(HERE / f"{name}.py"), *(["--check"] if check else [])])
     if cuda is None:
         cuda = cuda_available()
     if cuda and not (check or quick):
