@@ -20,9 +20,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
-CPU_SCRIPTS = ("param_counts", "saved_tensors", "kv_cache", "architectures", "lora", "optimizer")
-"""In order; each supports --check. Quick modes exist for saved_tensors, kv_cache, architectures and lora."""
-QUICK = {"saved_tensors": ["--quick"], "kv_cache": ["--quick"], "architectures": ["--quick"], "lora": ["--quick"],
+CPU_SCRIPTS = ("param_counts", "saved_tensors", "kv_cache", "architectures", "peaks", "lora", "optimizer")
+"""In order; each supports --check. Quick modes exist for saved_tensors, kv_cache, architectures, peaks and lora."""
+QUICK = {"saved_tensors": ["--quick"], "kv_cache": ["--quick"], "architectures": ["--quick"], "peaks": ["--quick"],
+         "lora": ["--quick"],
          "param_counts": ["--check", "--only", "llama-2-7b"], "optimizer": ["--check"]}
 OPTIONAL = {"bnb_int8": "bitsandbytes"}
 """Scripts that need a package vramlib does not depend on: run (with --check when checking, skipped when quick)

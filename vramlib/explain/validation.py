@@ -30,7 +30,8 @@ from ..memory.breakdown import Breakdown
 from ..core.errors import InvalidValueError, UnknownNameError, VramlibError, check_choice
 from ..solve.feasibility import kv_budget_bytes
 from ..catalog.hardware import get_gpu
-from ..memory.inference import kv_bytes_per_token, kv_cache_bytes, prefill_workspace_bytes, weights_bytes
+from ..memory.inference import (inference_memory, kv_bytes_per_token, kv_cache_bytes, prefill_workspace_bytes,
+                                weights_bytes)
 from ..catalog.models import ModelSpec, get_model, model_names
 from ..plans.parallel import deepspeed_zero3_estimate, zero_model_states
 from ..catalog.precision import get_precision
@@ -38,11 +39,12 @@ from ..core.symbols import E as S_E, b_a as S_ba
 from ..memory.training import CONVENTIONS, OPTIMIZERS, lora_params, optimizer_state_bytes, training_memory
 from ..core.units import GB, GiB, gb
 
-MEASUREMENTS = ("param_counts", "saved_bytes", "kv_cache", "architectures", "lora", "optimizer", "cuda_memory")
+MEASUREMENTS = ("param_counts", "saved_bytes", "kv_cache", "architectures", "peaks", "lora", "optimizer",
+                "cuda_memory")
 """The measurement files in ``data/measured/`` (``cuda_memory`` exists only after a run on a GPU)."""
 
 COMPONENTS = ("parameters", "KV cache", "KV per token (config)", "activations (hf)", "activations (megatron)",
-              "LoRA parameters", "optimizer state")
+              "LoRA parameters", "optimizer state", "inference peak (fake CPU)")
 """Components compared with measurements, in the order the chapter shows them."""
 
 PUBLISHED_KINDS = ("measurement", "tool-estimate", "paper-estimate", "documented", "bound")
@@ -274,6 +276,22 @@ def architecture_summary() -> dict:
             "refused": sorted({r["model_type"] for r in table if r not in ok})}
 
 
+def peak_rows(logits: str = "last") -> list[Row]:
+    """Inference prefill at full size: the peak MemTracker tracked on the fake CPU device (``peaks.json``) against
+    ``inference_memory`` without its reserve. ``logits="last"`` (generation: the last token's logits) is what
+    ``inference_memory`` models; ``"all"`` (every token's logits, an evaluation loop) is measured but not modelled
+    yet, so its rows are returned only when asked for, with the note saying so."""
+    logits = check_choice("logits", logits, ("last", "all"))
+    out = []
+    for r in load_measured("peaks")["rows"]:
+        if r["phase"] != "prefill" or r["logits"] != logits:
+            continue
+        pred = inference_memory(r["model"], r["dtype"], r["dtype"], r["tokens"], r["batch"], r["attention"], 0).total
+        note = f"{r['tokens']:,} tokens" + ("" if logits == "last" else "; every token's logits: not modelled")
+        out.append(Row("inference peak (fake CPU)", r["id"], r["peak_bytes"], pred, note))
+    return out
+
+
 def saved_spec(cfg: dict, name: str) -> ModelSpec:
     """The ModelSpec of a saved-tensor measurement shape (the one reading: tools/measure/saved_tensors.py and the
     tests use it)."""
@@ -419,7 +437,8 @@ def component_rows() -> dict[str, list[Row]]:
     return {"parameters": param_rows(), "KV cache": kv_rows(), "KV per token (config)": kv_config_rows(),
             "activations (hf)": activation_rows("hf"),
             "activations (megatron)": activation_rows("megatron", sixteen_bit_only=True),
-            "LoRA parameters": lora_param_rows(), "optimizer state": optimizer_rows()}
+            "LoRA parameters": lora_param_rows(), "optimizer state": optimizer_rows(),
+            "inference peak (fake CPU)": peak_rows()}
 
 
 def component_summary() -> list[dict]:
