@@ -177,6 +177,15 @@ PREFILL_WORKSPACE_BYTES = B * T * (2 * h + 3 * f) * b_a + e_att * B * n_h * T**2
 (residual, normed input, gate, up, product), the eager attention scores (fp32 softmax plus the
 16-bit probabilities; absent with sdpa/flash, e_att = 0) and the last token's fp32 logits."""
 
+PREFILL_LOGITS_ALL_BYTES = B * T * (V + h) * b_a
+"""The end of a prefill that keeps every token's logits (``logits_to_keep=0``, as an evaluation loop runs the
+model): the logits in the activation format and the final hidden state they came from, alive together; exact on
+the full-size peaks MemTracker tracked (``tools/measure/peaks.py``) wherever they set the peak."""
+
+PREFILL_WORKSPACE_ALL_LOGITS_BYTES = sp.Max(PREFILL_WORKSPACE_BYTES, PREFILL_LOGITS_ALL_BYTES)
+"""The prefill's transient peak when every token's logits are kept: the larger of the layer's workspace and the
+logits at the end (``inference_memory(..., logits="all")``)."""
+
 INFERENCE_BYTES = W + KV_CACHE_BYTES + PREFILL_WORKSPACE_BYTES + R
 """Inference peak: weights, KV cache, prefill workspace and reserve (chapters 1, 5, 7)."""
 

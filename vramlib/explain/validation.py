@@ -276,20 +276,28 @@ def architecture_summary() -> dict:
             "refused": sorted({r["model_type"] for r in table if r not in ok})}
 
 
-def peak_rows(logits: str = "last") -> list[Row]:
+def peak_rows(logits: str | None = None) -> list[Row]:
     """Inference prefill at full size: the peak MemTracker tracked on the fake CPU device (``peaks.json``) against
-    ``inference_memory`` without its reserve. ``logits="last"`` (generation: the last token's logits) is what
-    ``inference_memory`` models; ``"all"`` (every token's logits, an evaluation loop) is measured but not modelled
-    yet, so its rows are returned only when asked for, with the note saying so."""
-    logits = check_choice("logits", logits, ("last", "all"))
+    ``inference_memory`` without its reserve, with the same ``logits`` kept ("last": generation; "all": every token's,
+    an evaluation loop); None: both."""
+    if logits is not None:
+        logits = check_choice("logits", logits, ("last", "all"))
     out = []
     for r in load_measured("peaks")["rows"]:
-        if r["phase"] != "prefill" or r["logits"] != logits:
+        if r["phase"] != "prefill" or logits not in (None, r["logits"]):
             continue
-        pred = inference_memory(r["model"], r["dtype"], r["dtype"], r["tokens"], r["batch"], r["attention"], 0).total
-        note = f"{r['tokens']:,} tokens" + ("" if logits == "last" else "; every token's logits: not modelled")
-        out.append(Row("inference peak (fake CPU)", r["id"], r["peak_bytes"], pred, note))
+        pred = inference_memory(r["model"], r["dtype"], r["dtype"], r["tokens"], r["batch"], r["attention"], 0,
+                                logits=r["logits"]).total
+        out.append(Row("inference peak (fake CPU)", r["id"], r["peak_bytes"], pred,
+                       f"{r['tokens']:,} tokens, {r['logits']} logits"))
     return out
+
+
+def peak_exact_but_buffers(logits: str | None = None) -> int:
+    """How many :func:`peak_rows` equal the tracked peak once the model's buffers are added (the rotary
+    embedding's frequency tables, a few hundred bytes MemTracker counts and ``inference_memory`` leaves out)."""
+    buffers = {r["id"]: r["by_category"].get("Buffer", 0) for r in load_measured("peaks")["rows"]}
+    return sum(1 for r in peak_rows(logits) if r.predicted + buffers[r.id] == r.measured)
 
 
 def saved_spec(cfg: dict, name: str) -> ModelSpec:

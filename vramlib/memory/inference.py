@@ -276,16 +276,32 @@ def kv_is_linear(m, rule):
     return True
 
 
+LOGITS = ("last", "all")
+"""Which logits a prefill keeps: the last token's (generation, every serving runtime) or every token's (an
+evaluation loop, ``logits_to_keep=0``)."""
+
+
 def prefill_workspace_bytes(model: ModelSpec | str, tokens: int, batch: int = 1, dtype: str = "fp16",
-                            attention: str = "sdpa", chunk: int | None = None) -> int:
-    """Transient prefill peak (formulas.PREFILL_WORKSPACE_BYTES); ``chunk`` caps the tokens per prefill step."""
+                            attention: str = "sdpa", chunk: int | None = None, logits: str = "last") -> int:
+    """Transient prefill peak (formulas.PREFILL_WORKSPACE_BYTES); ``chunk`` caps the tokens per prefill step;
+    ``logits="all"``: every token's logits are kept (formulas.PREFILL_WORKSPACE_ALL_LOGITS_BYTES; not with a chunk,
+    which runtimes use to generate, keeping the last token's)."""
     m = get_model(model)
     tokens, batch = check_positive_int("tokens", tokens), check_positive_int("batch", batch)
     attention = check_choice("attention", attention, ATTENTION)
+    logits = check_choice("logits", logits, LOGITS)
     if chunk is not None:
         chunk = check_positive_int("chunk", chunk)
-    return prefill_bytes(Fields(m), tokens, batch, precision_view(get_precision(dtype, field="activation_dtype")),
-                         precision_view(get_precision("fp16")), attention, chunk)
+        if logits == "all":
+            raise InvalidValueError("logits", logits, "a chunked prefill keeps the last token's logits; give "
+                                    "logits='last' or no prefill_chunk")
+    act = precision_view(get_precision(dtype, field="activation_dtype"))
+    fp16 = precision_view(get_precision("fp16"))
+    if logits == "last":
+        return prefill_bytes(Fields(m), tokens, batch, act, fp16, attention, chunk)
+    b_a = act["bytes_per_element"] if act["is_float"] else fp16["bytes_per_element"]
+    return F.to_int_bytes(F.evaluate(F.PREFILL_WORKSPACE_ALL_LOGITS_BYTES, B=batch, T=tokens, h=m.hidden, f=m.ffn,
+                                     b_a=b_a, e_att=1 if attention == "eager" else 0, n_h=m.n_heads, V=m.vocab))
 
 
 @portable
@@ -304,7 +320,8 @@ _INFERENCE_SIGNATURE = signature(
     arg("model", annotation="ModelSpec | str"), arg("weights", "fp16", "str"), arg("kv_dtype", "fp16", "str"),
     arg("tokens", 4096, "int"), arg("batch", 1, "int"), arg("attention", "sdpa", "str"),
     arg("reserve", DEFAULT_RESERVE, "int | str"), arg("activation_dtype", None, "str | None"),
-    arg("prefill_chunk", None, "int | None"), arg("runtime", "transformers", "str | CacheRule"))
+    arg("prefill_chunk", None, "int | None"), arg("runtime", "transformers", "str | CacheRule"),
+    arg("logits", "last", "str"))
 
 
 @keywords_through(_INFERENCE_SIGNATURE)
@@ -315,7 +332,8 @@ def inference_memory(model: ModelSpec | str, weights: str = "fp16", kv_dtype: st
 
     ``prefill``: how the prompt is processed -- ``activation_dtype`` (default: fp16, or the weights' format if it
     is a float) and ``prefill_chunk`` (tokens per prefill step, :func:`prefill_workspace_bytes`' ``chunk``) -- and
-    ``runtime``, the KV-cache rule (:func:`kv_cache_bytes`: "transformers" by default, "vllm", "every-token").
+    ``runtime``, the KV-cache rule (:func:`kv_cache_bytes`: "transformers" by default, "vllm", "every-token"), and
+    ``logits``: "last" (generation) or "all" (every token's logits, an evaluation loop: :data:`LOGITS`).
     """
     m = get_model(model)
     wdet = weights_detail(m, weights)
@@ -323,7 +341,8 @@ def inference_memory(model: ModelSpec | str, weights: str = "fp16", kv_dtype: st
                             precision_view(get_precision(weights, field="weights")))
     got = inference_parts(m.name, list(wdet.items()), kv_cache_bytes(m, tokens, batch, kv_dtype,
                                                                     prefill.get("runtime", "transformers")),
-                          prefill_workspace_bytes(m, tokens, batch, act, attention, prefill.get("prefill_chunk")),
+                          prefill_workspace_bytes(m, tokens, batch, act, attention, prefill.get("prefill_chunk"),
+                                                  prefill.get("logits", "last")),
                           parse_memory(reserve, field="reserve"), [weights, kv_dtype, batch, tokens, attention])
     return Breakdown(dict(got[0]), title=got[1])
 
