@@ -194,7 +194,7 @@ def window_shape(base: ModelSpec | str, window: int, local_per_global: int | str
     if w < 2:
         raise InvalidValueError("window", w, "must be at least 2 tokens")
     if local_per_global == ALL_LOCAL:
-        types, label = ("sliding",), "all local"
+        types = ("sliding",)
     else:
         if isinstance(local_per_global, str):
             raise InvalidValueError("local_per_global", local_per_global,
@@ -204,8 +204,13 @@ def window_shape(base: ModelSpec | str, window: int, local_per_global: int | str
             raise InvalidValueError("local_per_global", r, f"must be below the {b.n_layers} layers of {b.name} "
                                     f"(for no global layer give {ALL_LOCAL!r})")
         types = tuple("full" if (i + 1) % (r + 1) == 0 else "sliding" for i in range(b.n_layers))
-        label = f"{r}:1"
-    return b.with_(layer_types=types, sliding_window=w, attention_chunk=0, name=f"{b.name} window {w} {label}")
+    return b.with_(layer_types=types, sliding_window=w, attention_chunk=0,
+                   name=f"{b.name} window {w} {_ratio_words(local_per_global)}")
+
+
+def _ratio_words(local_per_global: int | str) -> str:
+    """``"5:1"``, or ``"all local"`` for :data:`ALL_LOCAL`."""
+    return "all local" if local_per_global == ALL_LOCAL else f"{local_per_global}:1"
 
 
 def mla_shape(base: ModelSpec | str, kv_lora_rank: int = 512, rope_head_dim: int = 64,
@@ -479,12 +484,12 @@ def attention_levers(base: ModelSpec | str, gpu, context: int, windows=(), windo
     out = [evaluate_design(b, gpu, context, "base", b.layer_summary(), **options)]
     for w in windows:
         s = window_shape(b, w, window_ratio)
-        words = "all local" if window_ratio == ALL_LOCAL else f"{window_ratio}:1"
-        out.append(evaluate_design(s, gpu, context, "window", f"{w:,} tokens, {words}", **options))
+        out.append(evaluate_design(s, gpu, context, "window", f"{w:,} tokens, {_ratio_words(window_ratio)}",
+                                   **options))
     for r in ratios:
         s = window_shape(b, ratio_window, r)
-        words = "all local" if r == ALL_LOCAL else f"{r}:1"
-        out.append(evaluate_design(s, gpu, context, "local:global", f"{words}, window {ratio_window:,}", **options))
+        out.append(evaluate_design(s, gpu, context, "local:global", f"{_ratio_words(r)}, window {ratio_window:,}",
+                                   **options))
     for c in mla_ranks:
         s = mla_shape(b, c, rope_head_dim)
         out.append(evaluate_design(s, gpu, context, "MLA", f"latent {c} + RoPE {rope_head_dim}", **options))

@@ -300,6 +300,14 @@ def peak_exact_but_buffers(logits: str | None = None) -> int:
     return sum(1 for r in peak_rows(logits) if r.predicted + buffers[r.id] == r.measured)
 
 
+def peak_last_logits_shortfall() -> float:
+    """How far under its tracked peak the every-token-logits case furthest off would be priced as generation prices
+    it (``logits="last"``): the gap ``logits="all"`` closes, as a positive fraction."""
+    return max(-relative_error(inference_memory(r["model"], r["dtype"], r["dtype"], r["tokens"], r["batch"],
+                                                r["attention"], 0).total, r["peak_bytes"])
+               for r in load_measured("peaks")["rows"] if r["phase"] == "prefill" and r["logits"] == "all")
+
+
 def saved_spec(cfg: dict, name: str) -> ModelSpec:
     """The ModelSpec of a saved-tensor measurement shape (the one reading: tools/measure/saved_tensors.py and the
     tests use it)."""

@@ -299,21 +299,26 @@ def prefill_workspace_bytes(model: ModelSpec | str, tokens: int, batch: int = 1,
     fp16 = precision_view(get_precision("fp16"))
     if logits == "last":
         return prefill_bytes(Fields(m), tokens, batch, act, fp16, attention, chunk)
+    return F.to_int_bytes(F.evaluate(F.PREFILL_WORKSPACE_ALL_LOGITS_BYTES,
+                                     **prefill_values(Fields(m), tokens, batch, act, fp16, attention)))
+
+
+@portable
+def prefill_values(spec, tokens, batch, act, fp16, attention):
+    """The symbol values of the prefill workspace expressions for ``tokens`` tokens in the activation format ``act``
+    (fp16 when it is not a float format), eager attention keeping the scores."""
     b_a = act["bytes_per_element"] if act["is_float"] else fp16["bytes_per_element"]
-    return F.to_int_bytes(F.evaluate(F.PREFILL_WORKSPACE_ALL_LOGITS_BYTES, B=batch, T=tokens, h=m.hidden, f=m.ffn,
-                                     b_a=b_a, e_att=1 if attention == "eager" else 0, n_h=m.n_heads, V=m.vocab))
+    return {"B": batch, "T": tokens, "h": spec["hidden"], "f": spec["ffn"], "b_a": b_a,
+            "e_att": 1 if attention == "eager" else 0, "n_h": spec["n_heads"], "V": spec["vocab"]}
 
 
 @portable
 def prefill_bytes(spec, tokens, batch, act, fp16, attention, chunk):
-    """PREFILL_WORKSPACE_BYTES of a prefill of ``tokens`` (at most ``chunk`` per step) in the activation format ``act``
-    (fp16 when it is not a float format), eager attention keeping the scores; rounded up."""
+    """PREFILL_WORKSPACE_BYTES of a prefill of ``tokens`` (at most ``chunk`` per step) (:func:`prefill_values`);
+    rounded up."""
     if chunk is not None:
         tokens = min(tokens, chunk)
-    b_a = act["bytes_per_element"] if act["is_float"] else fp16["bytes_per_element"]
-    return q_ceil(ev("PREFILL_WORKSPACE_BYTES", None, {"B": batch, "T": tokens, "h": spec["hidden"], "f": spec["ffn"],
-                                                       "b_a": b_a, "e_att": 1 if attention == "eager" else 0,
-                                                       "n_h": spec["n_heads"], "V": spec["vocab"]}))
+    return q_ceil(ev("PREFILL_WORKSPACE_BYTES", None, prefill_values(spec, tokens, batch, act, fp16, attention)))
 
 
 _INFERENCE_SIGNATURE = signature(
