@@ -133,6 +133,7 @@ def test_run_all_lists_every_script():
     assert [Path(c[1]).stem for c in ra.commands(quick=True, cuda=False)] == list(ra.CPU_SCRIPTS) + ["cuda_memory"]
     assert ra.commands(cuda=False)[-1][-1] == "--plan"
     assert ra.commands(cuda=True)[-1][-1].endswith("cuda_memory.py")
+    assert ra.commands(cuda=True)[-2][-1] == "--real-cuda"
     assert all("--check" in c for c in ra.commands(check=True, cuda=False)[:-1])
 
 

@@ -3,8 +3,8 @@
 ``torch.distributed._tools.mem_tracker.MemTracker`` follows every storage by category (parameters, buffers,
 gradients, activations, temporaries, optimizer state) and records the peak.
 
-This first harness runs on the fake **CPU** device (issue 13 asks for fake CUDA too; with a CPU-only torch that
-needs a CUDA device guard, not built yet): inference prefill of real model shapes (all layers, transformers'
+This harness runs on the fake **CPU** device (``step_peaks.py`` runs the fake CUDA one, with training steps):
+inference prefill of real model shapes (all layers, transformers'
 ``sdpa`` attention, which on the CPU dispatches to the CPU flash kernel), a DynamicCache, and either the last
 token's logits (``logits_to_keep=1``, as generation does) or every token's (as an evaluation loop does).
 
@@ -43,6 +43,9 @@ def measure_model(key: str) -> list[dict]:
 
     from _offline import language_model_config
 
+    import _fake_cuda
+
+    _fake_cuda.as_eager_masks()          # the masks a real run builds (no packed-sequence guess on fake tensors)
     rows = []
     with FakeTensorMode(allow_non_fake_inputs=True):
         model = AutoModelForCausalLM.from_config(language_model_config(_config(key)), dtype=torch.bfloat16,

@@ -5,7 +5,8 @@ library versions); this runner calls them in turn, in separate processes, and pr
 
 Usage::
 
-    python tools/measure/run_all.py            # measure everything, rewrite the JSON files (about 10 min on 2 CPUs)
+    python tools/measure/run_all.py            # measure everything, rewrite the JSON files (about 60 min on 2 CPUs,
+                                               # 45 of them the fake-CUDA training steps)
     python tools/measure/run_all.py --check    # re-measure, write nothing, exit 1 if any script reports a difference
     python tools/measure/run_all.py --quick    # the scripts' quick modes (about 2 min), write nothing
 """
@@ -20,9 +21,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
-CPU_SCRIPTS = ("param_counts", "saved_tensors", "kv_cache", "architectures", "peaks", "lora", "optimizer")
+CPU_SCRIPTS = ("param_counts", "saved_tensors", "kv_cache", "architectures", "peaks", "step_peaks", "lora",
+               "optimizer")
 """In order; each supports --check. Quick modes exist for saved_tensors, kv_cache, architectures, peaks and lora."""
 QUICK = {"saved_tensors": ["--quick"], "kv_cache": ["--quick"], "architectures": ["--quick"], "peaks": ["--quick"],
+         "step_peaks": ["--check"],
          "lora": ["--quick"],
          "param_counts": ["--check", "--only", "llama-2-7b"], "optimizer": ["--check"]}
 OPTIONAL = {"bnb_int8": "bitsandbytes"}
@@ -56,6 +59,7 @@ def commands(check: bool = False, quick: bool = False, cuda: bool | None = None)
     if cuda is None:
         cuda = cuda_available()
     if cuda and not (check or quick):
+        out.append([sys.executable, str(HERE / "step_peaks.py"), "--real-cuda"])
         out.append([sys.executable, str(HERE / "cuda_memory.py")])
     elif not cuda:
         out.append([sys.executable, str(HERE / "cuda_memory.py"), "--plan"])
