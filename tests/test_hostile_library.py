@@ -42,6 +42,7 @@ BASE: dict[str, tuple[tuple, dict]] = {
     "parse_memory": (("24GiB",), {}),
     "prefill_workspace_bytes": ((M7, 4096), dict(chunk=512)),
     "training_memory": ((M7,), dict(method="lora", seq=2048, micro_batch=1, lora_rank=8)),
+    "training_peak": ((M7,), dict(seq=2048, micro_batch=1, convention="pure-bf16", optimizer_impl="fused")),
     "weights_bytes": ((M7,), dict(dtype="int4")),
     "weights_detail": ((M7,), dict(dtype="int4")),
     "bytes_per_param": ((), dict(convention="source-12")),

@@ -37,14 +37,16 @@ from ..plans.parallel import deepspeed_zero3_estimate, zero_model_states
 from ..catalog.precision import get_precision
 from ..core.symbols import E as S_E, b_a as S_ba
 from ..memory.training import CONVENTIONS, OPTIMIZERS, lora_params, optimizer_state_bytes, training_memory
+from ..memory.step import OPTIMIZER_IMPLS, training_peak
 from ..core.units import GB, GiB, gb
 
-MEASUREMENTS = ("param_counts", "saved_bytes", "kv_cache", "architectures", "peaks", "lora", "optimizer",
+MEASUREMENTS = ("param_counts", "saved_bytes", "kv_cache", "architectures", "peaks", "step_peaks", "lora", "optimizer",
                 "cuda_memory")
 """The measurement files in ``data/measured/`` (``cuda_memory`` exists only after a run on a GPU)."""
 
 COMPONENTS = ("parameters", "KV cache", "KV per token (config)", "activations (hf)", "activations (megatron)",
-              "LoRA parameters", "optimizer state", "inference peak (fake CPU)")
+              "LoRA parameters", "optimizer state", "inference peak (fake CPU)", "inference peak (fake CUDA)",
+              "training step peak (fake CUDA)")
 """Components compared with measurements, in the order the chapter shows them."""
 
 PUBLISHED_KINDS = ("measurement", "tool-estimate", "paper-estimate", "documented", "bound")
@@ -308,6 +310,114 @@ def peak_last_logits_shortfall() -> float:
                for r in load_measured("peaks")["rows"] if r["phase"] == "prefill" and r["logits"] == "all")
 
 
+def step_peak_gap(row: dict) -> str | None:
+    """Why a measured training step (``step_peaks.json``) has no prediction yet, in one line, or None when
+    :func:`vramlib.memory.step.training_peak` prices it."""
+    if "not_measured" in row:
+        return "not measured: " + row["not_measured"]
+    if row["method"] != "full" and get_model(row["model"]).n_experts:
+        return "LoRA on routed experts (transformers' fused expert tensors): measured, not modelled yet"
+    if row["precision"] == "autocast" and row["recompute"] != "none":
+        return "fp32 weights under autocast with recomputation: the re-run layer re-casts its weights -- not modelled yet"
+    if row["optimizer"] not in OPTIMIZER_IMPLS:
+        return f"{row['optimizer']}: its step is not modelled yet"
+    return None
+
+
+def _step_convention(row: dict) -> str:
+    """The convention a measured step ran: pure-bf16, or fp32 weights under autocast (``fp32-autocast``)."""
+    return "fp32-autocast" if row["precision"] == "autocast" else "pure-bf16"
+
+
+def step_peak_rows() -> list[Row]:
+    """Full-size training steps tracked by MemTracker on the fake CUDA device (``step_peaks.json``: the steady-state
+    step of a real loop) against :func:`vramlib.memory.step.training_peak` without its reserve, for every case it
+    models; the note names the phase each sets its peak in (measured / predicted)."""
+    out = []
+    for r in load_measured("step_peaks")["rows"]:
+        if r["kind"] != "train" or step_peak_gap(r):
+            continue
+        bd = training_peak(r["model"], method=r["method"], seq=r["seq"], micro_batch=r["batch"],
+                           convention=_step_convention(r), optimizer=r["optimizer"], optimizer_impl=r["impl"],
+                           recompute=r["recompute"], lora_rank=r["lora_rank"], lora_dtype=r["lora_dtype"], reserve=0)
+        where = r["where"]["phase"] if r["where"]["phase"] == bd.peak_phase else \
+            f"{r['where']['phase']} (predicted: {bd.peak_phase})"
+        out.append(Row("training step peak (fake CUDA)", r["id"], r["peak_bytes"], bd.total, where))
+    return out
+
+
+def step_peak_table() -> list[dict]:
+    """Every measured training step (``step_peaks.json``): the case, what sets its peak (phase, module, operator),
+    the tracked peak and the steady state, and ``training_peak``'s prediction and error -- or why it has none."""
+    pred = {r.id: r for r in step_peak_rows()}
+    out = []
+    for r in load_measured("step_peaks")["rows"]:
+        if r["kind"] != "train":
+            continue
+        gap = step_peak_gap(r)
+        p = pred.get(r["id"])
+        where = r.get("where") or {}
+        out.append({"case": r["id"].split("/", 1)[1], "peak GB": None if gap and "not measured" in gap else
+                    gb(r["peak_bytes"]), "phase": where.get("phase"), "module": where.get("module"),
+                    "steady GB": gb(r["steady"]["Total"]) if "steady" in r else None,
+                    "predicted GB": gb(p.predicted) if p else None, "error %": 100 * p.error if p else None,
+                    "note": gap or ""})
+    return out
+
+
+def step_sum_rows() -> list[Row]:
+    """The same measured steps as :func:`step_peak_rows`, priced as a sum of parts (``training_memory`` with the
+    pure-bf16 convention, no reserve): what counting every tensor as alive at once gets wrong."""
+    out = []
+    for r in load_measured("step_peaks")["rows"]:
+        if r["kind"] != "train" or step_peak_gap(r) or r["precision"] == "autocast" or r["method"] != "full":
+            continue
+        bd = training_memory(r["model"], seq=r["seq"], micro_batch=r["batch"], convention="pure-bf16",
+                             optimizer=r["optimizer"], recompute=r["recompute"], reserve=0)
+        out.append(Row("training step, sum of parts", r["id"], r["peak_bytes"], bd.total, r["where"]["phase"]))
+    return out
+
+
+def lora_sum_error() -> float:
+    """The error, on the measured LoRA step furthest off, of ``training_memory``'s sum of parts (full fine-tuning's
+    activations, bf16 adapters) against the tracked peak: what the LoRA expressions of the step correct."""
+    errs = [relative_error(training_memory(r["model"], method="lora", seq=r["seq"], micro_batch=r["batch"],
+                                           lora_rank=r["lora_rank"], reserve=0).total, r["peak_bytes"])
+            for r in load_measured("step_peaks")["rows"]
+            if r["kind"] == "train" and r["method"] == "lora" and not step_peak_gap(r)]
+    return max(errs, key=abs)
+
+
+def bnb8_state_row() -> Row:
+    """bitsandbytes' AdamW8bit state on the fake CUDA device (``step_peaks.json``: what stays allocated between
+    steps, minus the parameters) against ``optimizer_state_bytes(model, "adamw-8bit")``."""
+    r = next(r for r in load_measured("step_peaks")["rows"] if r["optimizer"] == "adamw-8bit" and "steady" in r)
+    return Row("optimizer state", r["id"], r["steady"]["Optstate"], optimizer_state_bytes(r["model"], "adamw-8bit"),
+               "bitsandbytes AdamW8bit on the fake CUDA device")
+
+
+def fake_cuda_cpu_check() -> dict:
+    """The one case measured on both fake devices (Llama-2-7B, 2,048-token prefill, last-token logits): the two
+    tracked peaks and their difference in bytes -- the check that the fake CUDA device changes nothing but the
+    kernels' device."""
+    cpu = {r["id"]: r["peak_bytes"] for r in load_measured("peaks")["rows"]}["prefill/llama-2-7b/2048/last"]
+    cuda = {r["id"]: r.get("peak_bytes") for r in load_measured("step_peaks")["rows"]}["prefill/llama-2-7b/2048x1/last"]
+    return {"fake cpu": cpu, "fake cuda": cuda, "difference": cuda - cpu}
+
+
+def step_inference_rows() -> list[Row]:
+    """Inference prefills tracked on the fake CUDA device (``step_peaks.json``) against ``inference_memory``
+    without its reserve -- the fake-CPU rows (:func:`peak_rows`) rerun on the device the book prices."""
+    out = []
+    for r in load_measured("step_peaks")["rows"]:
+        if r["kind"] != "prefill" or "not_measured" in r:
+            continue
+        pred = inference_memory(r["model"], "bf16", "bf16", r["seq"], r["batch"], "sdpa", 0, logits=r["logits"]).total
+        out.append(Row("inference peak (fake CUDA)", r["id"], r["peak_bytes"], pred,
+                       f"{r['seq']:,} tokens, {r['logits']} logits"))
+    return out
+
+
 def saved_spec(cfg: dict, name: str) -> ModelSpec:
     """The ModelSpec of a saved-tensor measurement shape (the one reading: tools/measure/saved_tensors.py and the
     tests use it)."""
@@ -438,7 +548,8 @@ def optimizer_rows() -> list[Row]:
     name = {"fp32": "adamw", "bf16": "adamw", "autocast": "adamw", "bf16-master": "adamw", "sgd-fp32": "sgd",
             "sgd-bf16": "sgd", "adafactor-fp32": "adafactor", "adafactor-bf16": "adafactor"}
     return [Row("optimizer state", r["setup"], r["state_bytes"] - r["state_step_bytes"],
-                optimizer_state_bytes(spec, name[r["setup"]]), f"{r['param_dtype']} parameters")
+                optimizer_state_bytes(spec, name[r["setup"]], state_bytes=2 if r["param_dtype"] == "bfloat16" and
+                                      r["setup"] != "bf16-master" else 4), f"{r['param_dtype']} parameters")
             for r in d["rows"]]
 
 
@@ -454,7 +565,8 @@ def component_rows() -> dict[str, list[Row]]:
             "activations (hf)": activation_rows("hf"),
             "activations (megatron)": activation_rows("megatron", sixteen_bit_only=True),
             "LoRA parameters": lora_param_rows(), "optimizer state": optimizer_rows(),
-            "inference peak (fake CPU)": peak_rows()}
+            "inference peak (fake CPU)": peak_rows(), "inference peak (fake CUDA)": step_inference_rows(),
+            "training step peak (fake CUDA)": step_peak_rows()}
 
 
 def component_summary() -> list[dict]:
@@ -484,6 +596,8 @@ CONVENTION_SETUPS = {
                          "parameters under torch.autocast, split differently (4 + 4 + 8)",
     "deepspeed": "bf16 parameters, fp32 gradients, fp32 master, Adam: Megatron's 18 and DeepSpeed's ZeRO-3 "
                  "estimator",
+    "pure-bf16": "plain PyTorch on a bf16 model (transformers' default dtype for a bf16 checkpoint): torch.optim's "
+                 "AdamW keeps its moments in bf16 too, 2 + 2 + 4",
 }
 """Which real setup each of vramlib's conventions describes."""
 
@@ -529,7 +643,8 @@ def convention_table() -> list[dict]:
     for name, c in CONVENTIONS.items():
         per = zero_model_states(1, convention=name).total
         rows.append({"kind": "vramlib convention", "name": name, "weights": c.weight, "gradients": c.grad,
-                     "master": c.master, "optimizer": int(OPTIMIZERS["adamw"].bytes_per_param), "bytes/param": per,
+                     "master": c.master, "optimizer": int(OPTIMIZERS["adamw"].bytes_per_param) * c.state // 4,
+                     "bytes/param": per,
                      "what it is": CONVENTION_SETUPS[name]})
     for setup, text in REAL_SETUPS.items():
         pp = _per_param(setup)
@@ -783,5 +898,6 @@ __all__ = [
     "lora_saved_rows", "model_states_comparison", "optimizer_rows", "parity_plot", "provenance", "published_compute",
     "published_entry", "published_measured", "published_prediction", "published_predictions",
     "published_rows",
-    "published_stats", "published_table", "real_setup_bytes",
+    "published_stats", "published_table", "real_setup_bytes", "fake_cuda_cpu_check", "step_inference_rows",
+    "step_peak_gap", "step_peak_rows", "step_peak_table", "step_sum_rows", "lora_sum_error", "bnb8_state_row",
 ]

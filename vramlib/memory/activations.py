@@ -95,6 +95,8 @@ ACTIVATION_STYLES = ("hf", "megatron")
 RECOMPUTE = ("none", "selective", "full")
 ATTENTION = ("eager", "sdpa", "flash")
 SCOPES = ("layer", "model")
+STEP_SCOPES = ("end-of-forward", "rerun")
+"""Scopes of the hf accounting only, for the phases of a training step (:mod:`vramlib.memory.step`)."""
 
 HF_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "phi3", "yi")
 """Families whose decoder layers the hf expressions follow (RMSNorm, RoPE, gated MLP)."""
@@ -243,6 +245,50 @@ HF_MODEL_PEAK_SELECTIVE = {a: _model_selective(a) for a in ATTENTION}
 HF_MODEL_PEAK_FULL = {a: _model_full(a) for a in ATTENTION}
 """Peak with every layer checkpointed: L layer inputs + max(loss/head tensors, one re-run layer). Chapters 4, 9, 10, 15."""
 
+N_c = sp.Symbol("N_c", integer=True, nonnegative=True)   # weight elements autocast casts (linear weights, LM head)
+c_in = sp.Symbol("c_in", integer=True, nonnegative=True)  # per layer, linears beyond the first that read a norm output
+
+HF_AUTOCAST_EXTRA = (L * ((4 - b_a) * 2 * _T * h + b_a * c_in * _T * h) + (4 - b_a) * _T * h
+                     + 2 * s * d * (4 - b_a) + b_a * N_c)
+"""What a step with fp32 weights under CUDA autocast saves beyond the same step in b_a (measured exact on Llama-2-7B
+and Qwen2.5-0.5B at full size, ``tools/measure/step_peaks.py``): the residual stream stays fp32, so each norm keeps
+its normalised x in fp32 ((4 - b_a) T h, two per layer and the final one); autocast casts a norm's fp32 output once
+for *every* linear that reads it (q, k, v; gate, up: ``c_in`` = 3 extra b_a T h per Llama layer), the RoPE tables
+are fp32, and each linear saves the b_a cast of its weight (``N_c`` elements: every linear weight and the LM head,
+not the input embedding, norms or biases, whose casts die with the forward's autocast cache). Chapter 16."""
+
+r_l = sp.Symbol("r", integer=True, positive=True)          # LoRA rank
+I_in = sp.Symbol("I_in", integer=True, nonnegative=True)   # sum of the in-features of one layer's adapted linears
+n_ad = sp.Symbol("n_ad", integer=True, nonnegative=True)   # adapters per layer
+z_fp = sp.Symbol("z_fp", **_ind)                           # 1 for fp32 adapters (peft's default), 0 for b_a ones
+
+HF_LORA_LAYER_DELTA = (z_fp * (4 * _T * I_in + 4 * _T * r_l * n_ad - 4 * b_a * _T * h - b_a * _T * f)
+                       + (1 - z_fp) * (b_a * _T * r_l * n_ad - 2 * b_a * _T * h))
+"""What one decoder layer of a LoRA step (every linear adapted, peft, ``lora_dropout=0``) saves beyond the same layer
+fully fine-tuned (measured exact at full size, ``tools/measure/step_peaks.py``): frozen weights need no saved inputs,
+so the norms keep neither their normalised x nor -- with fp32 adapters -- their output, and the MLP's product is no
+longer kept for ``down_proj``; each adapter's ``lora_A`` keeps its input -- with fp32 adapters a new fp32 copy
+(peft casts x to the adapter's dtype: 4 T in per adapter, q, k and v each making their own), with b_a adapters the
+input itself -- and ``lora_B`` the rank-r intermediate. Chapter 16."""
+
+HF_LORA_OUTSIDE_DELTA = -(4 * _T * h + 4 * _T) - 2 * b_a * _T * h
+"""Outside the layers: the first layer's input norm records nothing (the frozen embedding's output needs no
+gradient) and the final norm keeps neither its normalised x nor its output (the LM head is frozen, not adapted)."""
+
+HF_END_FORWARD = {(a, "none"): _model_none(HF_LAYER_SAVED[a]) for a in ATTENTION}
+HF_END_FORWARD.update({(a, "selective"): HF_OUTSIDE_LAYERS + L * (HF_LAYER_SAVED_SELECTIVE - HF_ROPE_TABLES)
+                       + HF_ROPE_TABLES + HF_LOSS_HEAD for a in ATTENTION})
+HF_END_FORWARD.update({(a, "full"): HF_OUTSIDE_LAYERS + L * HF_CKPT_INPUT + HF_LOSS_HEAD for a in ATTENTION})
+"""HF_END_FORWARD[(attention, recompute)]: what is saved when the forward ends -- every layer's activations, or the
+checkpointed inputs (and the selective layers' kept tensors), and the loss/head tensors. The step's loss-backward
+phase starts from it (:mod:`vramlib.memory.step`). Chapter 16."""
+
+HF_RERUN = {(a, "none"): sp.Integer(0) for a in ATTENTION}
+HF_RERUN.update({(a, "selective"): HF_NORM_IN + HF_QK_NORM + HF_QKV_HELD + _CORE_RERUN[a] for a in ATTENTION})
+HF_RERUN.update({(a, "full"): HF_LAYER_SAVED[a] - z32 * HF_CKPT_INPUT for a in ATTENTION})
+"""HF_RERUN[(attention, recompute)]: what the backward's re-run of one layer (full) or one attention core
+(selective) holds again on top of what stays saved. Chapter 16."""
+
 HF_MODEL = {(a, "none"): _model_none(HF_LAYER_SAVED[a]) for a in ATTENTION}
 HF_MODEL.update({(a, "selective"): HF_MODEL_PEAK_SELECTIVE[a] for a in ATTENTION})
 HF_MODEL.update({(a, "full"): HF_MODEL_PEAK_FULL[a] for a in ATTENTION})
@@ -351,6 +397,8 @@ def _check_layout(spec: ModelSpec, layout: dict) -> tuple[int, bool]:
 
 share(HF_FAMILIES=list(HF_FAMILIES), MEGATRON_LAYER_BY_RECOMPUTE=MEGATRON_LAYER_BY_RECOMPUTE, MEGATRON_MODEL=MEGATRON_MODEL,
       HF_LAYER={f"{a}|{r}": e for (a, r), e in HF_LAYER.items()}, HF_MODEL={f"{a}|{r}": e for (a, r), e in HF_MODEL.items()},
+      HF_END_FORWARD={f"{a}|{r}": e for (a, r), e in HF_END_FORWARD.items()},
+      HF_RERUN={f"{a}|{r}": e for (a, r), e in HF_RERUN.items()},
       FP32_BYTES=FP32_BYTES)
 
 
@@ -371,7 +419,8 @@ def saved_bytes(sym, seq, batch, how, hf):
         vals[pair[0]] = pair[1]
     vals["b_a"] = how["b_a"]
     vals["z_32"] = 1 if how["b_a"] == shared("FP32_BYTES") else 0
-    return q_ceil(ev("HF_LAYER" if how["scope"] == "layer" else "HF_MODEL", how["attention"] + "|" + how["recompute"], vals))
+    table = {"layer": "HF_LAYER", "model": "HF_MODEL", "end-of-forward": "HF_END_FORWARD", "rerun": "HF_RERUN"}
+    return q_ceil(ev(table[how["scope"]], how["attention"] + "|" + how["recompute"], vals))
 
 
 _LAYOUT = [arg("tp", 1, "int", keyword_only=True), arg("sequence_parallel", False, "bool", keyword_only=True)]
@@ -389,7 +438,9 @@ def activation_bytes(model: ModelSpec | str, seq: int, batch: int = 1, dtype: st
     """Bytes saved for backward by the forward pass (parameters excluded), rounded up to a whole byte.
 
     ``scope="layer"``: one decoder layer; ``scope="model"``: the whole step (embeddings, all layers,
-    final norm, LM head, cross-entropy), as the peak over forward and backward (see the module doc).
+    final norm, LM head, cross-entropy), as the peak over forward and backward (see the module doc);
+    ``scope="end-of-forward"``: what is saved when the forward ends (``HF_END_FORWARD``);
+    ``scope="rerun"``: what the backward's recomputation of one layer or core holds again (``HF_RERUN``).
     ``style="hf"``: measured transformers behaviour (single device: ``tp=1``); ``style="megatron"``:
     Korthikanti et al. 2022 (``dtype`` and ``attention`` ignored; keyword-only ``tp`` must divide the heads and
     divide or be a multiple of the KV heads, :func:`vramlib.memory.inference.kv_heads_per_gpu`, ``sequence_parallel``
@@ -403,13 +454,16 @@ def activation_bytes(model: ModelSpec | str, seq: int, batch: int = 1, dtype: st
     seq = check_positive_int("seq", seq)
     batch = check_positive_int("batch", batch)
     style = check_choice("style", style, ACTIVATION_STYLES)
-    scope = check_choice("scope", scope, SCOPES)
+    scope = check_choice("scope", scope, SCOPES + STEP_SCOPES)
     recompute = check_choice("recompute", recompute, RECOMPUTE)
     attention = check_choice("attention", attention, ATTENTION)
     tp, sequence_parallel = _check_layout(spec, layout)
     how = {"style": style, "scope": scope, "recompute": recompute, "attention": attention, "tp": tp,
            "sequence_parallel": sequence_parallel, "b_a": 0}
     if style == "megatron":
+        if scope not in ("layer", "model"):
+            raise InvalidValueError("scope", scope, "style='megatron' gives 'layer' or 'model' (the paper's peak); "
+                                    "the step's phases are style='hf'")
         return saved_bytes(spec.symbols(), seq, batch, how, [])
     if tp != 1 or sequence_parallel:
         raise InvalidValueError("tp" if tp != 1 else "sequence_parallel", tp if tp != 1 else sequence_parallel,
@@ -446,10 +500,10 @@ def recompute_note(model: ModelSpec | str, seq: int, batch: int = 1, dtype: str 
 
 
 __all__ = [
-    "ACTIVATION_STYLES", "ATTENTION", "HF_ATTN", "HF_CKPT_INPUT", "HF_LAYER", "HF_LAYER_SAVED_EAGER",
+    "ACTIVATION_STYLES", "ATTENTION", "HF_ATTN", "HF_AUTOCAST_EXTRA", "HF_LORA_LAYER_DELTA", "HF_LORA_OUTSIDE_DELTA", "HF_CKPT_INPUT", "HF_END_FORWARD", "HF_LAYER", "HF_LAYER_SAVED_EAGER",
     "HF_LAYER_SAVED_FLASH", "HF_LAYER_SAVED_FULL", "HF_LAYER_SAVED_SDPA", "HF_LAYER_SAVED_SELECTIVE",
     "HF_LOSS_HEAD", "HF_MLP", "HF_MODEL", "HF_MODEL_PEAK_FULL", "HF_MODEL_PEAK_SELECTIVE", "HF_MODEL_SAVED_EAGER",
     "HF_MODEL_SAVED_FLASH", "HF_MODEL_SAVED_SDPA", "HF_NORM_IN", "HF_NORM_POST", "HF_ROPE_TABLES",
     "MEGATRON_LAYER", "MEGATRON_LAYER_FULL", "MEGATRON_LAYER_SELECTIVE", "MEGATRON_MODEL",
-    "MEGATRON_OUTSIDE_LAYERS", "RECOMPUTE", "SCOPES", "activation_bytes", "recompute_note",
+    "MEGATRON_OUTSIDE_LAYERS", "HF_RERUN", "RECOMPUTE", "SCOPES", "STEP_SCOPES", "activation_bytes", "recompute_note",
 ]

@@ -26,12 +26,16 @@ def fits_under(totals, capacity, headroom):
 class Breakdown(Mapping[str, int]):
     """Immutable mapping of component name -> bytes (ints), in display order.
 
-    ``title`` names the scenario; ``notes`` carry the assumptions a reader should see next to the numbers.
+    ``title`` names the scenario; ``notes`` carry the assumptions a reader should see next to the numbers. A peak of
+    several phases (:func:`vramlib.memory.step.training_peak`) also carries ``phases`` (phase -> total bytes, in the
+    order they happen), ``peak_phase`` (the one whose tensors the components are, so ``total`` is its total) and
+    ``steady`` (what stays allocated between steps); the others leave them empty / None.
     """
 
-    __slots__ = ("_parts", "title", "notes")
+    __slots__ = ("_parts", "title", "notes", "phases", "peak_phase", "steady")
 
-    def __init__(self, parts: Mapping[str, int], title: str = "", notes: tuple[str, ...] = ()):
+    def __init__(self, parts: Mapping[str, int], title: str = "", notes: tuple[str, ...] = (),
+                 phases: Mapping[str, int] | None = None, peak_phase: str | None = None, steady: int | None = None):
         if not isinstance(parts, Mapping):
             raise InvalidValueError("Breakdown parts", type(parts).__name__, "must be a mapping of component -> bytes")
         clean: dict[str, int] = {}
@@ -42,6 +46,12 @@ class Breakdown(Mapping[str, int]):
         self._parts = clean
         self.title = title
         self.notes = tuple(notes)
+        self.phases = dict(phases or {})
+        self.peak_phase = peak_phase
+        self.steady = steady
+        if peak_phase is not None and self.phases.get(peak_phase) != self.total:
+            raise InvalidValueError("Breakdown peak_phase", peak_phase, "its phase total must equal the components' "
+                                    "total")
 
     def __getitem__(self, key: str) -> int:
         return self._parts[key]
@@ -76,6 +86,14 @@ class Breakdown(Mapping[str, int]):
     def scaled(self, title: str | None = None, **replace: int) -> "Breakdown":
         """A copy with some components replaced."""
         return Breakdown({**self._parts, **replace}, title=self.title if title is None else title, notes=self.notes)
+        # (phases describe the original components; a changed copy is a plain breakdown)
+
+    def _phase_lines(self) -> list[str]:
+        if not self.phases:
+            return []
+        each = ", ".join(f"{k} {gb(v):,.2f} GB" for k, v in self.phases.items())
+        steady = "" if self.steady is None else f"; between steps (steady state) {gb(self.steady):,.2f} GB"
+        return [f"peak in the {self.peak_phase} (phases: {each}){steady}"]
 
     def __repr__(self) -> str:
         body = ", ".join(f"{k}={gb(v):.2f} GB" for k, v in self._parts.items())
@@ -90,7 +108,7 @@ class Breakdown(Mapping[str, int]):
             for k, v in self._parts.items()
         )
         cap = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
-        notes = "".join(f"<br><small>{html.escape(n)}</small>" for n in self.notes)
+        notes = "".join(f"<br><small>{html.escape(n)}</small>" for n in self._phase_lines() + list(self.notes))
         return (
             f"<table class='vramlib-breakdown'>{cap}<thead><tr><th>component</th><th>bytes</th><th>GB</th>"
             f"<th>GiB</th><th>share</th></tr></thead><tbody>{rows}</tbody><tfoot><tr><th>total</th>"

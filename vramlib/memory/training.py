@@ -10,6 +10,9 @@ Conventions are parameters, not hidden choices (chapters 3, 4, 9, 10, 15 compare
 * ``deepspeed``: DeepSpeed's ``estimate_zero3_model_states_mem_needs`` accounting, 18 B/param
   (2 weights + 4 fp32 gradients + 4 master + 8 Adam) plus 4 B x the largest layer's parameters
   for the gathered layer.
+* ``pure-bf16``: plain PyTorch with a model in bf16 (what ``from_pretrained`` gives a bf16 checkpoint): bf16
+  weights and gradients, no master copy, and ``torch.optim``'s states in the parameters' dtype -- AdamW's two
+  moments are 2 + 2 bytes, so 2 + 2 + 4 = 8 B/param (measured at full size: ``tools/measure/step_peaks.py``).
 
 Used in: chapters 2, 3, 4, 9, 10, 14, 15.
 """
@@ -33,7 +36,8 @@ from ..core.symbols import d, f, h, n_h, n_kv
 from ..core.units import parse_memory
 from ..core.settings import Settings, settings_class
 from ..core.signatures import arg, field_args, keywords_through, signature
-from ..core.portable import Fields, ev, fmt_fixed, portable, q_add, q_ceil, q_floor, q_mul, raise_problem, share, shared
+from ..core.portable import Fields, ev, fmt_fixed, portable, q, q_add, q_ceil, q_div, q_floor, q_mul, raise_problem, share, \
+    shared
 
 METHODS = ("full", "lora", "qlora")
 
@@ -48,6 +52,10 @@ class Convention:
     master: int
     gather_buffer_per_param: int
     source: str
+    state: int = 4
+    """Bytes per element of the parameters the optimizer updates in half precision -- the fp32 master copy (4) or
+    the 16-bit weights themselves (2, pure-bf16) -- which is the width of the states of optimizers that follow their
+    parameters' dtype (``Optimizer.follows_params``)."""
 
 
 TRAINING_PRECISIONS = ("bf16", "fp16", "fp32")
@@ -59,6 +67,8 @@ CONVENTIONS: dict[str, Convention] = {
                                     "Rajbhandari et al. 2020 (ZeRO): 2 + 2 + 12 bytes with Adam"),
     "deepspeed": Convention("deepspeed", 2, 4, 4, 4,
                             "DeepSpeed estimate_zero3_model_states_mem_needs: 18 bytes + 4 x largest layer"),
+    "pure-bf16": Convention("pure-bf16", 2, 2, 0, 0, "plain PyTorch on a bf16 model: 2 + 2 bytes, torch.optim's "
+                            "states in the parameters' dtype (AdamW 2 + 2)", state=2),
 }
 
 
@@ -71,6 +81,10 @@ class Optimizer:
     small_tensor_bytes: Fraction
     factored: bool
     source: str
+    follows_params: bool = False
+    """True when the states take the dtype of the parameters they update (``torch.optim``'s AdamW and SGD:
+    ``zeros_like(param)``); the bytes above are then for fp32 parameters and scale with the convention's
+    ``state`` width. bitsandbytes' states and transformers' Adafactor (which steps in fp32) keep theirs."""
 
 
 # bitsandbytes 8-bit optimizers: two uint8 states, blockwise fp32 absmax per 256 values; tensors with
@@ -78,11 +92,13 @@ class Optimizer:
 # the same bytes but let the driver page them to CPU memory under pressure.
 _BNB8 = 2 * (1 + Fraction(4, 256))
 OPTIMIZERS: dict[str, Optimizer] = {
-    "adamw": Optimizer("adamw", Fraction(8), Fraction(8), False, "PyTorch AdamW: fp32 exp_avg + exp_avg_sq"),
+    "adamw": Optimizer("adamw", Fraction(8), Fraction(8), False, "PyTorch AdamW: exp_avg + exp_avg_sq in the "
+                       "parameters' dtype (fp32: 8 B)", follows_params=True),
     "paged-adamw": Optimizer("paged-adamw", Fraction(8), Fraction(8), False, "bitsandbytes PagedAdamW (32-bit)"),
     "adamw-8bit": Optimizer("adamw-8bit", _BNB8, Fraction(8), False, "bitsandbytes AdamW8bit (Dettmers et al. 2022)"),
     "paged-adamw-8bit": Optimizer("paged-adamw-8bit", _BNB8, Fraction(8), False, "bitsandbytes PagedAdamW8bit"),
-    "sgd": Optimizer("sgd", Fraction(4), Fraction(4), False, "PyTorch SGD with momentum: one fp32 buffer"),
+    "sgd": Optimizer("sgd", Fraction(4), Fraction(4), False, "PyTorch SGD with momentum: one buffer in the "
+                     "parameters' dtype", follows_params=True),
     "adafactor": Optimizer("adafactor", Fraction(0), Fraction(4), True,
                            "Shazeer & Stern 2018; HF Adafactor without momentum: fp32 row + column sums"),
 }
@@ -214,14 +230,18 @@ def lora_count(m, rank, mods):
 
 @checked_call
 def optimizer_state_bytes(model: ModelSpec | str, optimizer: str = "adamw", trainable: int | None = None,
-                          lora_rank: int | None = None, lora_targets="all-linear") -> int:
+                          lora_rank: int | None = None, lora_targets="all-linear", state_bytes: int = 4) -> int:
     """Optimizer state for the trainable parameters (all of them, or the LoRA adapters when lora_rank is set).
 
     ``trainable``: how many of the model's parameters train (0..weight_params; the norms and biases count among
     them first, as 32-bit states under 8-bit optimizers). Adafactor's factored state depends on which matrices
-    train, so ``trainable`` is refused with it."""
+    train, so ``trainable`` is refused with it. ``state_bytes``: the width of the parameters the optimizer updates
+    (4: fp32 parameters or master copy; 2: the bf16 weights of the ``pure-bf16`` convention, :func:`state_width`),
+    which ``torch.optim``'s states follow (``Optimizer.follows_params``)."""
     m = get_model(model)
     opt = OPTIMIZERS[check_choice("optimizer", optimizer, OPTIMIZERS)]
+    if isinstance(state_bytes, bool) or state_bytes not in (2, 4):
+        raise InvalidValueError("state_bytes", state_bytes, "must be 2 (bf16/fp16 parameters) or 4 (fp32)")
     if trainable is not None:
         if lora_rank is not None:
             raise InvalidValueError("trainable", trainable, "give trainable or lora_rank, not both")
@@ -232,13 +252,28 @@ def optimizer_state_bytes(model: ModelSpec | str, optimizer: str = "adamw", trai
                                                             "train; omit trainable (all) or give lora_rank")
     if lora_rank is None:
         lora_modules(m, lora_targets)   # unused without lora_rank: still refuse garbage rather than ignore it
-    o = {"bytes_per_param": opt.bytes_per_param, "small_tensor_bytes": opt.small_tensor_bytes, "factored": opt.factored}
+    o = optimizer_view(Fields(opt), state_bytes)
     if lora_rank is not None:
         return lora_optimizer_bytes(m.view(), o, lora_params(m, lora_rank, lora_targets), lora_rank,
                                     lora_modules(m, lora_targets))
     groups = m.param_groups()
     return full_optimizer_bytes(m.view(), o, trainable if trainable is not None else m.weight_params,
                                 groups["norm"] + groups["bias"])
+
+
+@portable
+def optimizer_view(opt, width):
+    """What the state counts read of an optimizer when the parameters it updates are ``width`` bytes wide: its bytes
+    per parameter (and per small-tensor parameter) scaled by width / 4 if its states follow the parameters' dtype."""
+    scale = q_div(q(width), q(4)) if opt["follows_params"] else q(1)
+    return {"bytes_per_param": q_mul(opt["bytes_per_param"], scale),
+            "small_tensor_bytes": q_mul(opt["small_tensor_bytes"], scale), "factored": opt["factored"]}
+
+
+@portable
+def state_width(conv, dtype):
+    """Bytes per element of the parameters the optimizer updates: 4 in fp32, else the convention's ``state``."""
+    return 4 if dtype == "fp32" else conv["state"]
 
 
 @portable
@@ -393,8 +428,10 @@ def _model_state_parts(m: ModelSpec, w: Workload) -> dict[str, int]:
     (``model_state_parts``)."""
     conv = CONVENTIONS[w.convention]
     setup = {"method": w.method, "dtype": w.dtype, "conv": Fields(conv), "fp32": FP32_BYTES}
+    width = state_width(Fields(conv), w.dtype)
     if w.method == "full":
-        setup.update(n_t=m.weight_params, optimizer=optimizer_state_bytes(m, w.optimizer), base=[], base_label="")
+        setup.update(n_t=m.weight_params, optimizer=optimizer_state_bytes(m, w.optimizer, state_bytes=width), base=[],
+                     base_label="")
         if conv.gather_buffer_per_param and w.dtype != "fp32":
             from .sharding import largest_module_params
 
@@ -402,7 +439,8 @@ def _model_state_parts(m: ModelSpec, w: Workload) -> dict[str, int]:
     else:
         setup.update(n_t=lora_params(m, w.lora_rank, w.lora_targets), base_label=w.base_format(),
                      base=[[k, v] for k, v in weights_detail(m, w.base_format()).items()],
-                     optimizer=optimizer_state_bytes(m, w.optimizer, lora_rank=w.lora_rank, lora_targets=w.lora_targets))
+                     optimizer=optimizer_state_bytes(m, w.optimizer, lora_rank=w.lora_rank, lora_targets=w.lora_targets,
+                                                     state_bytes=width))
     return dict(model_state_parts(setup))
 
 

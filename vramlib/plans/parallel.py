@@ -85,7 +85,7 @@ from ..core.symbols import E, P, V, b_g, b_m, b_o, b_w, beta_norm, h, n_mlp, n_s
 from ..core.settings import Settings, settings_class
 from ..core.signatures import arg, field_args, keywords_through, signature, split_settings
 from ..memory.training import CONVENTIONS, TRAINING_PRECISIONS, Workload, as_workload, check_lora_settings, lora_params, \
-    optimizer_state_bytes, resolve_activation_style
+    optimizer_state_bytes, resolve_activation_style, state_width
 from ..memory.sharding import (  # noqa: F401 (VL.parallel.MODULE_PARAMS*, vl.parallel.largest_module_params)
     ATTN_PARAMS_RANK, KV_HEADS_PER_RANK, MODULE_PARAMS, MODULE_PARAMS_RANK, N_e, _ev, largest_module,
     largest_module_params,
@@ -410,11 +410,16 @@ def _params_label(n: int) -> str:
 
 @checked_call
 def zero_parts(n_params, dp: int = 1, stage: int = 0, convention: str = "mixed-fp32-master", precision: str = "bf16",
-               optimizer_bytes_per_param=8) -> dict[str, Fraction]:
-    """Exact model-state bytes (Fractions) of one rank holding ``n_params`` parameters, by component."""
+               optimizer_bytes_per_param=None) -> dict[str, Fraction]:
+    """Exact model-state bytes (Fractions) of one rank holding ``n_params`` parameters, by component.
+    ``optimizer_bytes_per_param`` None: AdamW's two moments in the width of the parameters it updates (8 B, or 4 B
+    under ``pure-bf16``: :func:`vramlib.memory.training.state_width`)."""
     stage = _check_stage(stage)
     dp = check_positive_int("dp", dp)
     n_params = check_number("n_params", n_params, minimum=0)
+    if optimizer_bytes_per_param is None:
+        conv = CONVENTIONS[check_choice("convention", convention, CONVENTIONS)]
+        optimizer_bytes_per_param = 2 * state_width(Fields(conv), get_precision(precision, field="precision").name)
     b_o = check_number("optimizer_bytes_per_param", optimizer_bytes_per_param, minimum=0,
                        allowed="must be a number of bytes >= 0 (Adam: 8)")
     cb = _conv_bytes(convention, precision, stage)
@@ -424,7 +429,7 @@ def zero_parts(n_params, dp: int = 1, stage: int = 0, convention: str = "mixed-f
 _ZERO_MODEL_STATES_SIGNATURE = signature(
     arg("n_params", annotation="int"), arg("dp", 1, "int"), arg("stage", 0, "int"),
     arg("convention", "mixed-fp32-master", "str"), arg("tp", 1, "int"), arg("pp", 1, "int"),
-    arg("precision", "bf16", "str"), arg("optimizer_bytes_per_param", 8), arg("largest_layer_params", 0, "int"),
+    arg("precision", "bf16", "str"), arg("optimizer_bytes_per_param", None), arg("largest_layer_params", 0, "int"),
     arg("plan", None, "ParallelPlan | None", keyword_only=True))
 """zero_model_states' arguments as they have always been + ``plan`` (a ParallelPlan for tp, pp, dp and the stage)."""
 
@@ -443,7 +448,7 @@ def _zero_layout(plan: ParallelPlan | None, layout: dict) -> ParallelPlan:
 @checked_call
 @keywords_through(_ZERO_MODEL_STATES_SIGNATURE)
 def zero_model_states(n_params: int, plan: ParallelPlan | None = None, convention: str = "mixed-fp32-master",
-                      precision: str = "bf16", optimizer_bytes_per_param=8, largest_layer_params: int = 0,
+                      precision: str = "bf16", optimizer_bytes_per_param=None, largest_layer_params: int = 0,
                       **layout) -> Breakdown:
     """Model states per GPU when ``n_params`` split evenly over ``tp x pp`` and ZeRO ``stage`` shards over ``dp``
     (the ZeRO paper's and the source's arithmetic; no activations). ``layout``: ``dp``, ``stage``, ``tp``, ``pp``
@@ -720,12 +725,13 @@ def _trainable(step: _Step) -> dict:
            "cb": step.cb, "base": [], "base_label": "", "n_trainable": 0, "buckets": step.opts.buckets,
            "overlap_comm": step.opts.overlap_comm, "reserve": w.reserve_bytes, "convention": w.convention,
            "gather": step.cb["gather"] if g is None else Fraction(GATHER_BYTES_PER_PARAM if g else 0)}
+    width = state_width(Fields(CONVENTIONS[w.convention]), w.dtype)
     if w.method == "full":
-        out["b_o"] = Fraction(optimizer_state_bytes(spec, w.optimizer), spec.weight_params)
+        out["b_o"] = Fraction(optimizer_state_bytes(spec, w.optimizer, state_bytes=width), spec.weight_params)
         return out
     n_t = lora_params(spec, w.lora_rank, w.lora_targets)
-    out.update(b_o=Fraction(optimizer_state_bytes(spec, w.optimizer, lora_rank=w.lora_rank, lora_targets=w.lora_targets),
-                            n_t), n_trainable=n_t, base_label=w.base_format(),
+    out.update(b_o=Fraction(optimizer_state_bytes(spec, w.optimizer, lora_rank=w.lora_rank, lora_targets=w.lora_targets,
+                                                  state_bytes=width), n_t), n_trainable=n_t, base_label=w.base_format(),
                base=[[k, v_] for k, v_ in weights_detail(spec, w.base_format()).items()])
     return out
 

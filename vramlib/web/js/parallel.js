@@ -85,13 +85,14 @@
     setup.acts = style === "hf" ? [VL.activationBytes(m, { seq: seq, batch: plan.micro_batch, dtype: prec,
       attention: o.attention, recompute: plan.recompute, style: "hf", scope: "model" })]
       : PY.megatron_stage_activations(m, plan, seq, layers);
+    var width = PY.state_width(D.conventions[o.convention], prec);
     if (method === "full") {
-      setup.b_o = Q(VL.optimizerStateBytes(m, o.optimizer), VL.weightParams(m));
+      setup.b_o = Q(VL.optimizerStateBytes(m, o.optimizer, null, null, undefined, width), VL.weightParams(m));
     } else {
       setup.base_label = o.base_weights || (method === "qlora" ? "nf4-dq" : prec);
       setup.base = VL.weightsDetail(m, setup.base_label);
       setup.n_trainable = VL.loraParams(m, o.lora_rank, o.lora_targets);
-      setup.b_o = Q(VL.optimizerStateBytes(m, o.optimizer, null, o.lora_rank, o.lora_targets), setup.n_trainable);
+      setup.b_o = Q(VL.optimizerStateBytes(m, o.optimizer, null, o.lora_rank, o.lora_targets, width), setup.n_trainable);
     }
     var ints = function (list) { return list.map(function (p) { return [p[0], Q.ceil(p[1])]; }); };
     var st = PY.plan_stages(m, plan, setup);
@@ -131,7 +132,8 @@
     };
     if (pp === 1) { return out(even); }
     var cb = convBytes(common.convention, common.precision, plan.zero);
-    var bO = Q(VL.optimizerStateBytes(m, common.optimizer), VL.weightParams(m));
+    var bO = Q(VL.optimizerStateBytes(m, common.optimizer, null, null, undefined,
+      PY.state_width(D.conventions[common.convention], VL.getPrecision(common.precision, "precision").name)), VL.weightParams(m));
     var lc = PY.layer_costs(m, plan, seq, cb, bO, moeFlags(m)), flights = [];
     for (var i = 0; i < pp; i++) { flights.push(Q.num(PY.in_flight_q(pp, i, plan.n_micro, plan.schedule, 1))); }
     var layers = PY.balanced_layers(tot(even), even.stage_layers, lc[0], lc[1], flights);

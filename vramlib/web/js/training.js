@@ -24,8 +24,9 @@
   };
 
   /* training.optimizer_state_bytes */
-  VL.optimizerStateBytes = function (m, optimizer, trainable, loraRank, loraTargets) {
-    var opt = D.optimizers[VL.checkChoice("optimizer", optimizer, Object.keys(D.optimizers))];
+  VL.optimizerStateBytes = function (m, optimizer, trainable, loraRank, loraTargets, stateBytes) {
+    var opt = PY.optimizer_view(D.optimizers[VL.checkChoice("optimizer", optimizer, Object.keys(D.optimizers))],
+      stateBytes === undefined ? C.FP32_BYTES : stateBytes);
     loraTargets = loraTargets === undefined ? DF["training.lora_params"].targets : loraTargets;
     if (loraRank !== null && loraRank !== undefined) {
       return PY.lora_optimizer_bytes(m, opt, VL.loraParams(m, loraRank, loraTargets), loraRank, VL.loraModules(m, loraTargets));
@@ -77,15 +78,16 @@
   function modelStates(m, o, prec, method) {
     var conv = D.conventions[VL.checkChoice("convention", o.convention, Object.keys(D.conventions))];
     var setup = { method: method, dtype: prec.name, conv: conv, fp32: C.FP32_BYTES, base: [], base_label: "" };
+    var width = PY.state_width(conv, prec.name);
     if (method === "full") {
       setup.n_t = VL.weightParams(m);
-      setup.optimizer = VL.optimizerStateBytes(m, o.optimizer);
+      setup.optimizer = VL.optimizerStateBytes(m, o.optimizer, null, null, undefined, width);
       if (conv.gather_buffer_per_param && prec.name !== "fp32") { setup.largest = PY.largest_module(m, 1, 1, "all"); }
     } else {
       setup.base_label = o.base_weights || (method === "qlora" ? "nf4-dq" : prec.name);
       setup.base = VL.weightsDetail(m, setup.base_label);
       setup.n_t = VL.loraParams(m, o.lora_rank, o.lora_targets);
-      setup.optimizer = VL.optimizerStateBytes(m, o.optimizer, null, o.lora_rank, o.lora_targets);
+      setup.optimizer = VL.optimizerStateBytes(m, o.optimizer, null, o.lora_rank, o.lora_targets, width);
     }
     return PY.model_state_parts(setup);
   }
