@@ -4,10 +4,13 @@
 machine without CUDA -- until autograd or a ``DeviceGuard`` asks c10 for the CUDA device-guard implementation,
 which a CPU-only build does not register ("PyTorch is not linked with support for cuda devices"; the process
 aborts). c10 ships ``c10::impl::FakeGuardImpl<DeviceType::CUDA>`` for its own tests; :func:`install` compiles a
-four-line extension with ``torch.utils.cpp_extension.load_inline`` that registers it (``C10_REGISTER_GUARD_IMPL``),
-once per machine (the build is cached under ``TORCH_EXTENSIONS_DIR``, about 40 s the first time).
+small extension with ``torch.utils.cpp_extension.load_inline`` that registers it (``C10_REGISTER_GUARD_IMPL``)
+and gives the CUDA hooks object, which torch made at import as a stub, a virtual table that reports CUDA (autograd's
+``InputBuffer`` asks ``at::getAccelerator`` for the current stream), once per machine (the build is cached under
+``TORCH_EXTENSIONS_DIR``, about a minute the first time).
 
-What else had to be done so that the CUDA code paths are the ones measured (each is checked by ``peaks.py``):
+What else had to be done so that the CUDA code paths are the ones measured (``step_peaks.py`` checks one case
+against the fake CPU device of ``peaks.py``):
 
 * ``torch.cuda.is_available()`` stays False (there is no driver); the model is built on the fake ``cuda`` device
   explicitly. ``torch.autocast("cuda")`` would disable itself on such a machine (``amp_definitely_not_available``)
@@ -140,8 +143,10 @@ class set_data_moves:
 
     ``Module._apply`` swaps a FakeTensor parameter for its converted copy (``torch.utils.swap_tensors``), which fails
     when a weak reference to it exists -- and the fake mode keeps one -- so peft cannot move a new adapter to its
-    base layer's device and dtype (``_move_adapter_to_device_of_base_layer``). The harness builds the peft model
-    inside this context; the bytes are the same (one tensor of the target dtype per parameter)."""
+    base layer's device and dtype (``_move_adapter_to_device_of_base_layer``). ``p.data = ...`` changes a fake
+    tensor's dtype but not its (Python-level) fake device, so the harness builds the peft model inside this context
+    *and* under ``torch.device("cuda")``: the adapters are made on the device and only their dtype moves here; the
+    bytes are the same (one tensor of the target dtype per parameter)."""
 
     def __enter__(self):
         import torch

@@ -36,7 +36,8 @@ from ..catalog.models import ModelSpec, get_model, model_names
 from ..plans.parallel import deepspeed_zero3_estimate, zero_model_states
 from ..catalog.precision import get_precision
 from ..core.symbols import E as S_E, b_a as S_ba
-from ..memory.training import CONVENTIONS, OPTIMIZERS, lora_params, optimizer_state_bytes, training_memory
+from ..memory.training import CONVENTIONS, adamw_bytes_per_param, lora_params, optimizer_state_bytes, \
+    training_memory
 from ..memory.step import OPTIMIZER_IMPLS, training_peak
 from ..core.units import GB, GiB, gb
 
@@ -396,6 +397,15 @@ def bnb8_state_row() -> Row:
                "bitsandbytes AdamW8bit on the fake CUDA device")
 
 
+def step_peak_summary() -> dict:
+    """What chapter 16 says of the measured steps: the modelled ones' error statistics, the sum of parts' error range
+    on them, the LoRA sum's worst error, the steps not modelled yet, and the fake-CUDA prefills' statistics."""
+    sums = [r.error for r in step_sum_rows()]
+    return {"model": error_stats(step_peak_rows()), "sum_min": min(sums), "sum_max": max(sums),
+            "lora_sum": lora_sum_error(), "gaps": sum(1 for t in step_peak_table() if t["note"]),
+            "inference": error_stats(step_inference_rows())}
+
+
 def fake_cuda_cpu_check() -> dict:
     """The one case measured on both fake devices (Llama-2-7B, 2,048-token prefill, last-token logits): the two
     tracked peaks and their difference in bytes -- the check that the fake CUDA device changes nothing but the
@@ -643,7 +653,7 @@ def convention_table() -> list[dict]:
     for name, c in CONVENTIONS.items():
         per = zero_model_states(1, convention=name).total
         rows.append({"kind": "vramlib convention", "name": name, "weights": c.weight, "gradients": c.grad,
-                     "master": c.master, "optimizer": int(OPTIMIZERS["adamw"].bytes_per_param) * c.state // 4,
+                     "master": c.master, "optimizer": int(adamw_bytes_per_param(name, "bf16")),
                      "bytes/param": per,
                      "what it is": CONVENTION_SETUPS[name]})
     for setup, text in REAL_SETUPS.items():
@@ -900,4 +910,5 @@ __all__ = [
     "published_rows",
     "published_stats", "published_table", "real_setup_bytes", "fake_cuda_cpu_check", "step_inference_rows",
     "step_peak_gap", "step_peak_rows", "step_peak_table", "step_sum_rows", "lora_sum_error", "bnb8_state_row",
+    "step_peak_summary",
 ]

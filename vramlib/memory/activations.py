@@ -271,9 +271,13 @@ longer kept for ``down_proj``; each adapter's ``lora_A`` keeps its input -- with
 (peft casts x to the adapter's dtype: 4 T in per adapter, q, k and v each making their own), with b_a adapters the
 input itself -- and ``lora_B`` the rank-r intermediate. Chapter 16."""
 
-HF_LORA_OUTSIDE_DELTA = -(4 * _T * h + 4 * _T) - 2 * b_a * _T * h
-"""Outside the layers: the first layer's input norm records nothing (the frozen embedding's output needs no
-gradient) and the final norm keeps neither its normalised x nor its output (the LM head is frozen, not adapted)."""
+HF_LORA_FINAL_NORM_DELTA = -2 * b_a * _T * h
+"""The final norm of a LoRA step keeps neither its normalised x nor its output (the LM head is frozen, not adapted);
+with or without recomputation (the final norm is never checkpointed)."""
+
+HF_LORA_OUTSIDE_DELTA = -(4 * _T * h + 4 * _T) + HF_LORA_FINAL_NORM_DELTA
+"""Outside the layers, without recomputation: the first layer's input norm records nothing (the frozen embedding's
+output needs no gradient), and the final norm's :data:`HF_LORA_FINAL_NORM_DELTA`."""
 
 HF_END_FORWARD = {(a, "none"): _model_none(HF_LAYER_SAVED[a]) for a in ATTENTION}
 HF_END_FORWARD.update({(a, "selective"): HF_OUTSIDE_LAYERS + L * (HF_LAYER_SAVED_SELECTIVE - HF_ROPE_TABLES)
@@ -500,7 +504,8 @@ def recompute_note(model: ModelSpec | str, seq: int, batch: int = 1, dtype: str 
 
 
 __all__ = [
-    "ACTIVATION_STYLES", "ATTENTION", "HF_ATTN", "HF_AUTOCAST_EXTRA", "HF_LORA_LAYER_DELTA", "HF_LORA_OUTSIDE_DELTA", "HF_CKPT_INPUT", "HF_END_FORWARD", "HF_LAYER", "HF_LAYER_SAVED_EAGER",
+    "ACTIVATION_STYLES", "ATTENTION", "HF_ATTN", "HF_AUTOCAST_EXTRA", "HF_LORA_FINAL_NORM_DELTA", "HF_LORA_LAYER_DELTA",
+    "HF_LORA_OUTSIDE_DELTA", "HF_CKPT_INPUT", "HF_END_FORWARD", "HF_LAYER", "HF_LAYER_SAVED_EAGER",
     "HF_LAYER_SAVED_FLASH", "HF_LAYER_SAVED_FULL", "HF_LAYER_SAVED_SDPA", "HF_LAYER_SAVED_SELECTIVE",
     "HF_LOSS_HEAD", "HF_MLP", "HF_MODEL", "HF_MODEL_PEAK_FULL", "HF_MODEL_PEAK_SELECTIVE", "HF_MODEL_SAVED_EAGER",
     "HF_MODEL_SAVED_FLASH", "HF_MODEL_SAVED_SDPA", "HF_NORM_IN", "HF_NORM_POST", "HF_ROPE_TABLES",

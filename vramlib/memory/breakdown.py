@@ -84,9 +84,8 @@ class Breakdown(Mapping[str, int]):
         return dict(self._parts)
 
     def scaled(self, title: str | None = None, **replace: int) -> "Breakdown":
-        """A copy with some components replaced."""
+        """A copy with some components replaced (a plain breakdown: phases describe the original components)."""
         return Breakdown({**self._parts, **replace}, title=self.title if title is None else title, notes=self.notes)
-        # (phases describe the original components; a changed copy is a plain breakdown)
 
     def _phase_lines(self) -> list[str]:
         if not self.phases:

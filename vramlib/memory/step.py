@@ -42,16 +42,16 @@ from dataclasses import dataclass
 import sympy as sp
 
 from ..catalog.models import ModelSpec, get_model
+from ..catalog.precision import FP32_BYTES
 from ..core import formulas as F
 from ..core.errors import InvalidValueError, check_choice, check_positive_int, checked_call
-from ..core.portable import Fields
+from ..core.portable import ev
 from ..core.signatures import arg, field_args, keywords_through, signature
 from ..core.symbols import V, b, b_a, s
 from .activations import RECOMPUTE, activation_bytes
 from .breakdown import Breakdown
 from .inference import weights_detail
-from .training import CONVENTIONS, Workload, _model_state_parts, as_workload, check_lora_settings, \
-    resolve_activation_style, state_width
+from .training import Workload, _model_state_parts, as_workload, check_lora_settings, resolve_activation_style
 
 # --- symbols of this module ----------------------------------------------------------------------------------
 _nn = dict(integer=True, nonnegative=True)
@@ -77,9 +77,15 @@ LOSS_GRADIENT_BYTES = 8 * _T * V
 LOGIT_GRADIENT_BYTES = b_a * _T * V
 """The logits' gradient cast back to the compute dtype, which the LM head's backward reads."""
 
+BACKWARD_START = M_held + M_act - LOG_SOFTMAX_BYTES + LOGIT_GRADIENT_BYTES + M_head
+"""The backward's start: the log-softmax output freed, the logits' gradient and the LM head's weight gradient alive."""
+
+BACKWARD_END = M_held + M_grad + M_rerun
+"""The backward's end: every gradient, and one re-run layer with recomputation."""
+
 PHASES = {
     "loss backward": M_held + M_act + LOSS_GRADIENT_BYTES,
-    "backward": sp.Max(M_held + M_act - LOG_SOFTMAX_BYTES + LOGIT_GRADIENT_BYTES + M_head, M_held + M_grad + M_rerun),
+    "backward": sp.Max(BACKWARD_START, BACKWARD_END),
     "optimizer step": M_held + M_grad + M_temp,
 }
 """Bytes alive at each phase's largest moment (see the module doc)."""
@@ -130,6 +136,11 @@ Face Trainer's ``bf16=True`` on an fp32 model): fp32 weights, gradients and opti
 and the autocast activations (:data:`vramlib.memory.activations.HF_AUTOCAST_EXTRA`). ``training_peak`` takes it
 besides ``vramlib.memory.training.CONVENTIONS``."""
 
+AUTOCAST_EXTRA_CASTS = 3
+"""``c_in`` of :data:`~vramlib.memory.activations.HF_AUTOCAST_EXTRA` for the measured families: autocast casts the
+input norm's output once each for q, k and v, and the post-attention norm's for gate and up (3 casts beyond one per
+norm)."""
+
 AUTOCAST_FAMILIES = ("llama", "mistral", "qwen2", "yi")
 """Where the autocast expression is measured: Llama-form RMSNorm decoders with separate q, k, v and gate, up
 projections and a dense MLP."""
@@ -141,16 +152,24 @@ def default_impl(optimizer: str) -> str:
 
 
 def largest_tensor_elements(model: ModelSpec | str) -> int:
-    """Elements of the largest parameter tensor as transformers 5 stores it: the embedding or LM head (V x h), an
-    attention projection, a dense MLP matrix (Phi-3's fused gate_up: 2 f x h), or a layer's routed experts, which
-    transformers keeps as one (E, 2 f, h) ``gate_up_proj`` tensor."""
+    """Elements of the largest parameter tensor as transformers 5 stores it: the embedding or LM head (V x h), a
+    linear module (its ``LORA_SHAPES`` in x out, fused q|k|v and gate|up included), or a layer's routed experts,
+    which transformers keeps as one (E, 2 f, h) ``gate_up_proj`` tensor."""
+    from .training import LORA_IN, LORA_OUT
+
     m = get_model(model)
     sym = m.symbols()
-    d_head, n_q, n_kv = sym["d_head"], sym["n_h"], sym["n_kv"]
-    att = ((n_q + 2 * n_kv) if m.fused_qkv else n_q) * d_head * m.hidden
-    dense = (2 if m.fused_gate_up else 1) * m.ffn * m.hidden
-    experts = sym["E"] * 2 * sym["f"] * m.hidden if m.n_experts else 0
-    return max(m.vocab * m.hidden, att, dense, experts)
+    linear = [F.to_int_bytes(ev("LORA_IN", x, sym)) * F.to_int_bytes(ev("LORA_OUT", x, sym)) for x in m.linear_modules()
+              if x in LORA_IN and x in LORA_OUT]
+    experts = sym["E"] * 2 * F.to_int_bytes(ev("LORA_IN", "gate_proj", sym) * ev("LORA_OUT", "gate_proj", sym)) \
+        if m.n_experts else 0
+    return max([m.vocab * m.hidden, experts] + linear)
+
+
+def _largest_adapter_elements(m: ModelSpec, rank: int, mods: list[str]) -> int:
+    """Elements of the largest LoRA adapter matrix: r x the widest in- or out-features of the adapted modules."""
+    sym = m.symbols()
+    return rank * max(max(F.to_int_bytes(ev("LORA_IN", x, sym)), F.to_int_bytes(ev("LORA_OUT", x, sym))) for x in mods)
 
 
 def _check_impl(optimizer: str, impl: str | None) -> str:
@@ -219,8 +238,7 @@ class _Step:
 
 def _setup(model, workload, settings, micro_batch, recompute, optimizer_impl, lora_dtype) -> _Step:
     """Checked arguments and the held states / gradients of one step."""
-    autocast = settings.get("convention") == AUTOCAST or (workload is not None and "convention" not in settings and
-                                                        getattr(workload, "convention", None) == AUTOCAST)
+    autocast = settings.get("convention") == AUTOCAST      # a step convention, not a Workload one (see AUTOCAST)
     if autocast:
         settings = {**settings, "convention": "mixed-fp32-master"}     # its states are the fp32 ones, set below
     w_ = as_workload(workload, settings)
@@ -278,12 +296,19 @@ def _check_lora(m: ModelSpec, w_: Workload, recompute: str) -> None:
         raise InvalidValueError("precision", w_.precision, "the LoRA step is measured on a bf16 base")
 
 
+def _adapter_width(lora_dtype: str, w_: Workload) -> int:
+    """Bytes per adapter parameter: fp32, or the compute dtype's."""
+    from .activations import _activation_dtype_bytes
+
+    return FP32_BYTES if lora_dtype == "fp32" else _activation_dtype_bytes(w_.dtype)
+
+
 def _lora_states(m: ModelSpec, w_: Workload, lora_dtype: str) -> tuple[dict, int]:
     """(held states, adapter gradient bytes) of a LoRA/QLoRA step: the frozen base as stored, the adapters, their
     gradients and optimizer states in the adapters' dtype (torch.optim follows it)."""
     from .training import lora_params, optimizer_state_bytes
 
-    width = 4 if lora_dtype == "fp32" else 2
+    width = _adapter_width(lora_dtype, w_)
     n_t = lora_params(m, w_.lora_rank, w_.lora_targets)
     states = {("base weights (" + w_.base_format() + ")" if k == "weights" else k): v
               for k, v in weights_detail(m, w_.base_format()).items()}
@@ -295,8 +320,9 @@ def _lora_states(m: ModelSpec, w_: Workload, lora_dtype: str) -> tuple[dict, int
 
 def _phase_values(st: _Step) -> dict:
     """The byte symbols of :data:`PHASES` (and the T, V, b_a they read) for one step."""
-    from .activations import HF_AUTOCAST_EXTRA, HF_LORA_LAYER_DELTA, HF_LORA_OUTSIDE_DELTA, _activation_dtype_bytes
-    from .training import LORA_IN, lora_modules, lora_params
+    from .activations import HF_AUTOCAST_EXTRA, HF_LORA_FINAL_NORM_DELTA, HF_LORA_LAYER_DELTA, \
+        HF_LORA_OUTSIDE_DELTA, _activation_dtype_bytes
+    from .training import lora_modules, lora_params
 
     m, w_, batch = st.m, st.w, st.batch
     b_act = _activation_dtype_bytes(w_.dtype)
@@ -304,25 +330,27 @@ def _phase_values(st: _Step) -> dict:
            for scope in ("end-of-forward", "rerun")}
     sym = m.symbols()
     base = dict(L=m.n_layers, b=batch, s=w_.seq, h=m.hidden, f=m.ffn, d_head=sym["d_head"], b_a=b_act)
+
+    def bytes_of(expr, **more) -> int:
+        return F.to_int_bytes(F.evaluate(expr, **base, **more))
+
     if st.convention == AUTOCAST:
-        act["end-of-forward"] += F.to_int_bytes(F.evaluate(HF_AUTOCAST_EXTRA, c_in=3, N_c=autocast_cast_elements(m),
-                                                           **base))
+        act["end-of-forward"] += bytes_of(HF_AUTOCAST_EXTRA, c_in=AUTOCAST_EXTRA_CASTS, N_c=autocast_cast_elements(m))
     if w_.method == "full":
-        n_t, p_max, width = m.weight_params, largest_tensor_elements(m), \
-            4 if st.convention == AUTOCAST else state_width(Fields(CONVENTIONS[w_.convention]), w_.dtype)
-        head = st.grad * (m.vocab * m.hidden) // m.weight_params
+        n_t, p_max = m.weight_params, largest_tensor_elements(m)
+        width = FP32_BYTES if st.convention == AUTOCAST else w_.state_bytes
+        head = st.grad // m.weight_params * _head_params(m)
     else:
         mods = lora_modules(m, w_.lora_targets)
-        i_in = sum(F.to_int_bytes(F.evaluate(LORA_IN[x], **_lora_sym(sym))) for x in mods)
-        lora = dict(r=w_.lora_rank, I_in=i_in, n_ad=len(mods), z_fp=1 if st.lora_dtype == "fp32" else 0, **base)
+        lora = dict(r=w_.lora_rank, I_in=sum(F.to_int_bytes(ev("LORA_IN", x, sym)) for x in mods), n_ad=len(mods),
+                    z_fp=1 if st.lora_dtype == "fp32" else 0)
         if st.recompute == "none":
-            act["end-of-forward"] += F.to_int_bytes(F.evaluate(m.n_layers * HF_LORA_LAYER_DELTA +
-                                                               HF_LORA_OUTSIDE_DELTA, **lora))
+            act["end-of-forward"] += bytes_of(m.n_layers * HF_LORA_LAYER_DELTA + HF_LORA_OUTSIDE_DELTA, **lora)
         else:       # checkpointed layers save their input only: the LoRA difference is the re-run layer's
-            act["end-of-forward"] -= 2 * b_act * batch * w_.seq * m.hidden       # the frozen final norm's
-            act["rerun"] += F.to_int_bytes(F.evaluate(HF_LORA_LAYER_DELTA, **lora))
-        n_t, width, head = lora_params(m, w_.lora_rank, w_.lora_targets), 4 if st.lora_dtype == "fp32" else 2, 0
-        p_max = w_.lora_rank * max(m.hidden, m.ffn)
+            act["end-of-forward"] += bytes_of(HF_LORA_FINAL_NORM_DELTA)
+            act["rerun"] += bytes_of(HF_LORA_LAYER_DELTA, **lora)
+        n_t, width, head = lora_params(m, w_.lora_rank, w_.lora_targets), _adapter_width(st.lora_dtype, w_), 0
+        p_max = _largest_adapter_elements(m, w_.lora_rank, mods)
     temp = F.to_int_bytes(F.evaluate(OPTIMIZER_IMPLS[w_.optimizer][st.impl].temporaries, N_t=n_t, P_max=p_max,
                                      w=width))
     return {"M_held": sum(st.states.values()), "M_grad": st.grad, "M_act": act["end-of-forward"],
@@ -330,31 +358,36 @@ def _phase_values(st: _Step) -> dict:
             "b_a": b_act}
 
 
+def _head_params(m: ModelSpec) -> int:
+    """Parameters of the LM head's weight (the embedding matrix when tied)."""
+    g = m.param_groups()
+    return g["lm_head"] or g["embed"]
+
+
 def autocast_cast_elements(model: ModelSpec | str) -> int:
     """Weight elements CUDA autocast casts and the backward keeps (``N_c``): every linear weight and the LM head
     (the embedding matrix itself when tied), not the input embedding, norms or biases."""
-    g = get_model(model).param_groups()
-    head = g["lm_head"] if g["lm_head"] else g["embed"]
-    return sum(g[k] for k in ("attn_q", "attn_k", "attn_v", "attn_o", "mlp_gate", "mlp_up", "mlp_down", "router")) + head
-
-
-def _lora_sym(sym: dict) -> dict:
-    return {"h": sym["h"], "n_h": sym["n_h"], "n_kv": sym["n_kv"], "d_head": sym["d_head"], "f": sym["f"]}
+    m = get_model(model)
+    g = m.param_groups()
+    return sum(g[k] for k in ("attn_q", "attn_k", "attn_v", "attn_o", "mlp_gate", "mlp_up", "mlp_down", "router")) + \
+        _head_params(m)
 
 
 def _alive(phase: str, vals: dict, phases: dict, reserve: int, impl: str) -> dict[str, int]:
     """The components alive at ``phase``'s peak beyond the held states (which the caller lists first)."""
-    tv = vals["b"] * vals["s"] * vals["V"]
+    def of(expr) -> int:
+        return F.to_int_bytes(F.evaluate(expr, **vals))
+
     if phase == "loss backward":
-        return {"activations": vals["M_act"], "loss gradients (fp32 T x V)": 8 * tv}
+        return {"activations": vals["M_act"], "loss gradients (fp32 T x V)": of(LOSS_GRADIENT_BYTES)}
     if phase == "optimizer step":
         return {"gradients": vals["M_grad"], f"optimizer step temporaries ({impl})": vals["M_temp"]}
-    start = vals["M_held"] + vals["M_act"] - 4 * tv + vals["b_a"] * tv + vals["M_head"] + reserve
-    if phases[phase] == start:
-        return {"activations": vals["M_act"] - 4 * tv, "logit gradient": vals["b_a"] * tv,
+    if phases[phase] == of(BACKWARD_START) + reserve:
+        return {"activations": vals["M_act"] - of(LOG_SOFTMAX_BYTES), "logit gradient": of(LOGIT_GRADIENT_BYTES),
                 "LM head gradient": vals["M_head"]}
     return {"gradients": vals["M_grad"], "re-run layer": vals["M_rerun"]}
 
 
-__all__ = ["AUTOCAST", "AUTOCAST_FAMILIES", "autocast_cast_elements", "LOGIT_GRADIENT_BYTES", "LOG_SOFTMAX_BYTES", "LOSS_GRADIENT_BYTES", "OPTIMIZER_IMPLS", "PHASES",
-           "STEP_PEAK", "LORA_DTYPES", "largest_tensor_elements", "training_peak"]
+__all__ = ["AUTOCAST", "AUTOCAST_EXTRA_CASTS", "AUTOCAST_FAMILIES", "BACKWARD_END", "BACKWARD_START",
+           "LOGIT_GRADIENT_BYTES", "LOG_SOFTMAX_BYTES", "LOSS_GRADIENT_BYTES", "LORA_DTYPES", "OPTIMIZER_IMPLS", "PHASES",
+           "STEP_PEAK", "autocast_cast_elements", "largest_tensor_elements", "training_peak"]

@@ -276,6 +276,18 @@ def state_width(conv, dtype):
     return 4 if dtype == "fp32" else conv["state"]
 
 
+def convention_state_bytes(convention: str, precision: str) -> int:
+    """:func:`state_width` of a convention and training precision given by name."""
+    conv = CONVENTIONS[check_choice("convention", convention, CONVENTIONS)]
+    return state_width(Fields(conv), get_precision(precision, field="precision").name)
+
+
+def adamw_bytes_per_param(convention: str, precision: str) -> Fraction:
+    """AdamW's state per parameter under a convention: its two moments in the width of the parameters it updates
+    (8 B; 4 B under pure-bf16) -- the default of the model-state arithmetic (``zero_model_states``)."""
+    return optimizer_view(Fields(OPTIMIZERS["adamw"]), convention_state_bytes(convention, precision))["bytes_per_param"]
+
+
 @portable
 def lora_optimizer_bytes(m, opt, n, rank, mods):
     """Optimizer state of ``n`` LoRA adapter parameters: bytes per parameter, or Adafactor's factored rows and columns
@@ -367,6 +379,11 @@ class Workload(Settings):
         return get_precision(self.precision).name
 
     @property
+    def state_bytes(self) -> int:
+        """Bytes per element of the parameters the optimizer updates (:func:`state_width`)."""
+        return convention_state_bytes(self.convention, self.precision)
+
+    @property
     def reserve_bytes(self) -> int:
         return parse_memory(self.reserve, field="reserve")
 
@@ -428,7 +445,7 @@ def _model_state_parts(m: ModelSpec, w: Workload) -> dict[str, int]:
     (``model_state_parts``)."""
     conv = CONVENTIONS[w.convention]
     setup = {"method": w.method, "dtype": w.dtype, "conv": Fields(conv), "fp32": FP32_BYTES}
-    width = state_width(Fields(conv), w.dtype)
+    width = w.state_bytes
     if w.method == "full":
         setup.update(n_t=m.weight_params, optimizer=optimizer_state_bytes(m, w.optimizer, state_bytes=width), base=[],
                      base_label="")

@@ -85,7 +85,7 @@ from ..core.symbols import E, P, V, b_g, b_m, b_o, b_w, beta_norm, h, n_mlp, n_s
 from ..core.settings import Settings, settings_class
 from ..core.signatures import arg, field_args, keywords_through, signature, split_settings
 from ..memory.training import CONVENTIONS, TRAINING_PRECISIONS, Workload, as_workload, check_lora_settings, lora_params, \
-    optimizer_state_bytes, resolve_activation_style, state_width
+    adamw_bytes_per_param, optimizer_state_bytes, resolve_activation_style
 from ..memory.sharding import (  # noqa: F401 (VL.parallel.MODULE_PARAMS*, vl.parallel.largest_module_params)
     ATTN_PARAMS_RANK, KV_HEADS_PER_RANK, MODULE_PARAMS, MODULE_PARAMS_RANK, N_e, _ev, largest_module,
     largest_module_params,
@@ -418,8 +418,7 @@ def zero_parts(n_params, dp: int = 1, stage: int = 0, convention: str = "mixed-f
     dp = check_positive_int("dp", dp)
     n_params = check_number("n_params", n_params, minimum=0)
     if optimizer_bytes_per_param is None:
-        conv = CONVENTIONS[check_choice("convention", convention, CONVENTIONS)]
-        optimizer_bytes_per_param = 2 * state_width(Fields(conv), get_precision(precision, field="precision").name)
+        optimizer_bytes_per_param = adamw_bytes_per_param(convention, precision)
     b_o = check_number("optimizer_bytes_per_param", optimizer_bytes_per_param, minimum=0,
                        allowed="must be a number of bytes >= 0 (Adam: 8)")
     cb = _conv_bytes(convention, precision, stage)
@@ -725,7 +724,7 @@ def _trainable(step: _Step) -> dict:
            "cb": step.cb, "base": [], "base_label": "", "n_trainable": 0, "buckets": step.opts.buckets,
            "overlap_comm": step.opts.overlap_comm, "reserve": w.reserve_bytes, "convention": w.convention,
            "gather": step.cb["gather"] if g is None else Fraction(GATHER_BYTES_PER_PARAM if g else 0)}
-    width = state_width(Fields(CONVENTIONS[w.convention]), w.dtype)
+    width = w.state_bytes
     if w.method == "full":
         out["b_o"] = Fraction(optimizer_state_bytes(spec, w.optimizer, state_bytes=width), spec.weight_params)
         return out

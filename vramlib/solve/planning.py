@@ -65,8 +65,8 @@ from ..plans.parallel import ParallelPlan, PlanMemory, layer_rank_params, model_
 from ..core.portable import ev, infinity, portable, q, q_add, q_cmp, q_div, q_float, q_mul
 from ..core.units import percent
 from ..core.symbols import L, b, h, s
-from ..memory.training import CONVENTIONS, METHODS, OPTIMIZERS, optimizer_state_bytes, state_width
-from ..catalog.precision import get_precision
+from ..memory.training import CONVENTIONS, METHODS, OPTIMIZERS, adamw_bytes_per_param, convention_state_bytes, \
+    optimizer_state_bytes
 from ..core.units import parse_memory
 
 # --- throughput model (sympy, lambdified with numpy for the search) ----------------------------------------
@@ -245,16 +245,10 @@ def peak_limit(gpu: GPU | str | int, peak_share: float = 0.9) -> int:
     return int(capacity_bytes(gpu, field="gpu") * Fraction(peak_share).limit_denominator())
 
 
-def _state_width(convention: str, precision: str) -> int:
-    """Bytes per element of the parameters the optimizer updates (:func:`vramlib.memory.training.state_width`)."""
-    conv = CONVENTIONS[check_choice("convention", convention, CONVENTIONS)]
-    return state_width(PL.Fields(conv), get_precision(precision, field="precision").name)
-
-
 def _layer_costs(spec: ModelSpec, plan: ParallelPlan, seq: int, convention: str, precision: str, optimizer: str,
                  moe_layers) -> tuple[list[float], float]:
     """Per-layer model-state bytes (one rank) and per-layer activation bytes of one micro-batch (megatron)."""
-    b_o = Fraction(optimizer_state_bytes(spec, optimizer, state_bytes=_state_width(convention, precision)),
+    b_o = Fraction(optimizer_state_bytes(spec, optimizer, state_bytes=convention_state_bytes(convention, precision)),
                    spec.weight_params)
     cb = PL._conv_bytes(convention, precision, plan.zero)
     return layer_costs(spec.view(), PL.Fields(plan), seq, cb, b_o, PL._moe_flags(spec, moe_layers))
@@ -655,7 +649,7 @@ def _grid_memory(spec: ModelSpec, g: _Grid, space: PlanSpace, ps: dict):
     import numpy as np
 
     b_o = Fraction(optimizer_state_bytes(spec, space.optimizer,
-                                         state_bytes=_state_width(space.convention, space.precision)),
+                                         state_bytes=convention_state_bytes(space.convention, space.precision)),
                    spec.weight_params)
     res = parse_memory(space.reserve, field="reserve")
     # model states: the ZeRO expression with the stage indicators as arrays
@@ -1059,7 +1053,7 @@ def max_params_model_states(memory, dp: int = 1, stage: int = 0, convention: str
     dp, mp = check_positive_int("dp", dp), check_positive_int("model_parallel", model_parallel)
     stage = PL._check_stage(stage, "stage")
     if optimizer_bytes_per_param is None:
-        optimizer_bytes_per_param = 2 * _state_width(convention, precision)
+        optimizer_bytes_per_param = adamw_bytes_per_param(convention, precision)
     b_o = check_number("optimizer_bytes_per_param", optimizer_bytes_per_param, minimum=0,
                        allowed="must be a number of bytes >= 0 (Adam: 8)")
     cb = PL._conv_bytes(convention, precision, stage)
