@@ -288,6 +288,37 @@ def test_training_is_one_model():
     assert _same_panel("training", training_compute, runs) > 60
 
 
+def test_training_step_peak_is_one_model():
+    """The static training calculator prices a step by its phases (step_settings, step_problem, step_parts,
+    autocast_extra, lora_step_values) exactly as training_memory(peak="step") does: every phase that can set the
+    peak, the implementations, fp32-autocast, LoRA adapter dtypes, the named sum-of-parts fallbacks and refusals."""
+    from vramlib.present.widgets.training import training_compute
+
+    cases = []
+    for method, conv, opt, impl, dtype, recompute in (
+            ("full", "pure-bf16", "adamw", None, "fp32", "none"), ("full", "pure-bf16", "adamw", "fused", "fp32", "full"),
+            ("full", "fp32-autocast", "adamw", "for-loop", "fp32", "none"), ("full", "fp32-autocast", "sgd", None, "fp32", "full"),
+            ("full", "mixed-fp32-master", "adafactor", None, "fp32", "selective"),
+            ("full", "deepspeed", "adamw-8bit", None, "fp32", "none"), ("lora", "pure-bf16", "adamw", None, "fp32", "none"),
+            ("lora", "pure-bf16", "adamw", "fused", "bf16", "full"), ("qlora", "mixed-fp32-master", "adamw", None, "fp32", "full"),
+            ("lora", "source-12", "adamw", None, "bf16", "selective"), ("qlora", "pure-bf16", "paged-adamw-8bit", None, "fp32", "none"),
+            ("full", "pure-bf16", "paged-adamw", "fused", "fp32", "none")):
+        for seq, mb in ((2048, 1), (512, 8)):
+            cases.append(dict(method=method, precision="bf16", optimizer=opt, convention=conv, recompute=recompute,
+                              attention="sdpa", activation_style="hf", lora_rank=16, seq=seq, micro_batch=mb,
+                              gpu="a100-80gb", peak="step", lora_dtype=dtype, optimizer_impl=impl))
+    specs = [vl.get_model(m) for m in ("llama-2-7b", "qwen2.5-0.5b", "qwen3-8b", "mixtral-8x7b")]
+    runs = [(spec, dict(kw, **_heads(spec))) for spec in specs for kw in cases]
+    assert _same_panel("training", training_compute, runs) == 96
+    phases, refused = set(), 0
+    for spec, kw in runs:
+        try:
+            phases.add(training_compute(spec, **kw)[0].peak_phase)
+        except vl.VramlibError:
+            refused += 1
+    assert {"loss backward", "backward", "optimizer step", None} <= phases and 0 < refused < len(runs) // 2
+
+
 def test_serving_is_one_budget():
     """The static serving calculator (the compiled kv_budget, start_problems, serving_parts, verdicts) gives Python's
     vLLM budget, problems and verdict."""

@@ -7,7 +7,7 @@ from vramlib import training_feasibility as TF
 
 SRC33 = vl.get_model("source-33b")
 REAL33 = vl.get_model("llama-33b")
-SRC_KW = dict(method="qlora", lora_rank=16, convention="source-12", reserve=0)
+SRC_KW = dict(lora_dtype="bf16", method="qlora", lora_rank=16, convention="source-12", reserve=0)
 
 
 def test_shape_is_llama_1_33b():

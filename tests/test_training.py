@@ -49,9 +49,11 @@ def test_qlora_breakdown():
     bd = vl.training_memory("llama-33b", method="qlora", seq=512, lora_rank=16)
     assert bd["base weights (nf4-dq)"] == vl.weights_detail("llama-33b", "nf4-dq")["weights"]
     assert bd["quantization constants"] > 0 and bd["unquantized tensors"] > 0
-    assert bd["LoRA adapters"] == 2 * 121_896_960
-    assert bd["optimizer states"] == 8 * 121_896_960
-    assert bd["master weights (fp32)"] == 4 * 121_896_960
+    assert bd["LoRA adapters"] == 4 * 121_896_960 == bd["gradients"]      # peft's fp32 adapters (lora_dtype)
+    assert bd["optimizer states"] == 8 * 121_896_960 and "master weights (fp32)" not in bd
+    half = vl.training_memory("llama-33b", method="qlora", seq=512, lora_rank=16, lora_dtype="bf16")
+    assert half["LoRA adapters"] == 2 * 121_896_960 and half["master weights (fp32)"] == 4 * 121_896_960
+    assert half.total == bd.total         # 2 + 2 + 4 + 8 = 4 + 4 + 8 bytes per adapter parameter with AdamW
 
 
 def test_8bit_adam_keeps_small_tensors_32bit():
@@ -110,7 +112,8 @@ def test_training_memory_positional_arguments_keep_their_order():
 
     assert list(inspect.signature(vl.training_memory).parameters) == [
         "model", "method", "seq", "micro_batch", "precision", "optimizer", "convention", "recompute", "attention",
-        "lora_rank", "lora_targets", "base_weights", "activation_style", "reserve", "workload"]
+        "lora_rank", "lora_targets", "base_weights", "activation_style", "reserve", "workload", "optimizer_impl",
+        "lora_dtype", "peak"]
     pos = vl.training_memory(SRC7, "qlora", 512, 2, "bf16", "adamw", "source-12", "full", "eager", 8)
     kw = vl.training_memory(SRC7, method="qlora", seq=512, micro_batch=2, convention="source-12", recompute="full",
                             attention="eager", lora_rank=8)

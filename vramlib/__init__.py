@@ -36,7 +36,7 @@ __all__ = [
     "plot_fit_map", "precision_names", "prefill_workspace_bytes", "published_rows", "published_stats",
     "real_setup_bytes", "recommend_gpus", "recommendation_table", "roofline", "scaling_ratio", "search_plans",
     "serving_kv_capacity", "shelf_layout", "size_ratio", "source_activation_bytes", "source_training_memory",
-    "training_memory", "training_peak", "vllm_default_batch", "weights_bytes", "weights_detail", "zero_model_states",
+    "training_memory", "vllm_default_batch", "weights_bytes", "weights_detail", "zero_model_states",
 ]
 
 

@@ -102,7 +102,6 @@ DEFINED_IN = {
     'source_activation_bytes': 'vramlib.solve.training_feasibility',
     'source_training_memory': 'vramlib.solve.training_feasibility',
     'training_memory': 'vramlib.memory.training',
-    'training_peak': 'vramlib.memory.step',
     'vllm_default_batch': 'vramlib.serve.serving',
     'weights_bytes': 'vramlib.memory.inference',
     'weights_detail': 'vramlib.memory.inference',

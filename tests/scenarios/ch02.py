@@ -15,7 +15,7 @@ def expected(p: dict) -> dict:
     card, card2 = vl.get_gpu(p["gpu"]), vl.get_gpu(p["gpu2"])
     lora = dict(method="qlora", lora_rank=p["lora_rank"], lora_targets=p["lora_targets"], base_weights=p["weights"],
                 attention=p["attention"])
-    src_kw = lora | dict(convention=p["convention"], reserve=p["reserve"])
+    src_kw = lora | dict(convention=p["convention"], reserve=p["reserve"], lora_dtype="bf16")   # 16-bit adapters
     real_kw = lora | dict(convention=p["real_convention"], reserve=p["real_reserve"])
     n_lora = vl.lora_params(m, p["lora_rank"], p["lora_targets"])
     kv_tok = vl.kv_bytes_per_token(m)

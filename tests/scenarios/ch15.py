@@ -18,7 +18,16 @@ def expected(p: dict) -> dict:
     tr = {c: vl.training_memory(m, convention=c, **tk) for c in vl.CONVENTIONS}
     real_inf = vl.inference_memory(real, p["weights"], p["kv_dtype"], p["seq"], p["micro_batch"], p["attention"],
                                    p["reserve"])
+    pk = dict(tk, precision="bf16", reserve=p["real_reserve"])
+    pure = vl.training_memory(real, peak="step", convention="pure-bf16", **pk)
+    fused = vl.training_memory(real, peak="step", convention="pure-bf16", optimizer_impl="fused", **pk)
+    assert pure.total == max(pure.phases.values()) and fused.total <= pure.total
     return {
+        "q15_peak_model": p["real_model"],
+        "q15_peak_pure_gb": vl.gb(pure.total), "q15_peak_pure_phase": pure.peak_phase,
+        "q15_peak_fused_gb": vl.gb(fused.total), "q15_peak_fused_phase": fused.peak_phase,
+        "q15_sum_pure_gb": vl.gb(vl.training_memory(real, convention="pure-bf16", **pk).total),
+        "q15_steady_pure_gb": vl.gb(pure.steady),
         "q15_inf_gb": vl.gb(inf.total),
         "q15_inf_kv_gb": vl.gb(inf["kv cache"]),
         "q15_states_src12_gb": vl.gb(12 * m.weight_params),

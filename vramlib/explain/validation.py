@@ -38,7 +38,7 @@ from ..catalog.precision import get_precision
 from ..core.symbols import E as S_E, b_a as S_ba
 from ..memory.training import CONVENTIONS, adamw_bytes_per_param, lora_params, optimizer_state_bytes, \
     training_memory
-from ..memory.step import OPTIMIZER_IMPLS, training_peak
+from ..memory.step import OPTIMIZER_IMPLS
 from ..core.units import GB, GiB, gb
 
 MEASUREMENTS = ("param_counts", "saved_bytes", "kv_cache", "architectures", "peaks", "step_peaks", "lora", "optimizer",
@@ -313,7 +313,7 @@ def peak_last_logits_shortfall() -> float:
 
 def step_peak_gap(row: dict) -> str | None:
     """Why a measured training step (``step_peaks.json``) has no prediction yet, in one line, or None when
-    :func:`vramlib.memory.step.training_peak` prices it."""
+    :func:`vramlib.memory.training.training_memory` prices it by its phases."""
     if "not_measured" in row:
         return "not measured: " + row["not_measured"]
     if row["method"] != "full" and get_model(row["model"]).n_experts:
@@ -332,15 +332,16 @@ def _step_convention(row: dict) -> str:
 
 def step_peak_rows() -> list[Row]:
     """Full-size training steps tracked by MemTracker on the fake CUDA device (``step_peaks.json``: the steady-state
-    step of a real loop) against :func:`vramlib.memory.step.training_peak` without its reserve, for every case it
+    step of a real loop) against :func:`vramlib.memory.training.training_memory` (its phases) without its reserve, for every case it
     models; the note names the phase each sets its peak in (measured / predicted)."""
     out = []
     for r in load_measured("step_peaks")["rows"]:
         if r["kind"] != "train" or step_peak_gap(r):
             continue
-        bd = training_peak(r["model"], method=r["method"], seq=r["seq"], micro_batch=r["batch"],
-                           convention=_step_convention(r), optimizer=r["optimizer"], optimizer_impl=r["impl"],
-                           recompute=r["recompute"], lora_rank=r["lora_rank"], lora_dtype=r["lora_dtype"], reserve=0)
+        bd = training_memory(r["model"], method=r["method"], seq=r["seq"], micro_batch=r["batch"],
+                             convention=_step_convention(r), optimizer=r["optimizer"], optimizer_impl=r["impl"],
+                             recompute=r["recompute"], lora_rank=r["lora_rank"], lora_dtype=r["lora_dtype"],
+                             reserve=0, peak="step")
         where = r["where"]["phase"] if r["where"]["phase"] == bd.peak_phase else \
             f"{r['where']['phase']} (predicted: {bd.peak_phase})"
         out.append(Row("training step peak (fake CUDA)", r["id"], r["peak_bytes"], bd.total, where))
@@ -349,7 +350,7 @@ def step_peak_rows() -> list[Row]:
 
 def step_peak_table() -> list[dict]:
     """Every measured training step (``step_peaks.json``): the case, what sets its peak (phase, module, operator),
-    the tracked peak and the steady state, and ``training_peak``'s prediction and error -- or why it has none."""
+    the tracked peak and the steady state, and ``training_memory``'s prediction and error -- or why it has none."""
     pred = {r.id: r for r in step_peak_rows()}
     out = []
     for r in load_measured("step_peaks")["rows"]:
@@ -374,7 +375,7 @@ def step_sum_rows() -> list[Row]:
         if r["kind"] != "train" or step_peak_gap(r) or r["precision"] == "autocast" or r["method"] != "full":
             continue
         bd = training_memory(r["model"], seq=r["seq"], micro_batch=r["batch"], convention="pure-bf16",
-                             optimizer=r["optimizer"], recompute=r["recompute"], reserve=0)
+                             optimizer=r["optimizer"], recompute=r["recompute"], reserve=0, peak="sum")
         out.append(Row("training step, sum of parts", r["id"], r["peak_bytes"], bd.total, r["where"]["phase"]))
     return out
 
@@ -383,7 +384,8 @@ def lora_sum_error() -> float:
     """The error, on the measured LoRA step furthest off, of ``training_memory``'s sum of parts (full fine-tuning's
     activations, bf16 adapters) against the tracked peak: what the LoRA expressions of the step correct."""
     errs = [relative_error(training_memory(r["model"], method="lora", seq=r["seq"], micro_batch=r["batch"],
-                                           lora_rank=r["lora_rank"], reserve=0).total, r["peak_bytes"])
+                                           lora_rank=r["lora_rank"], reserve=0, lora_dtype="bf16",
+                                           peak="sum").total, r["peak_bytes"])
             for r in load_measured("step_peaks")["rows"]
             if r["kind"] == "train" and r["method"] == "lora" and not step_peak_gap(r)]
     return max(errs, key=abs)

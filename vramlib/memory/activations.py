@@ -402,8 +402,9 @@ def _check_layout(spec: ModelSpec, layout: dict) -> tuple[int, bool]:
 share(HF_FAMILIES=list(HF_FAMILIES), MEGATRON_LAYER_BY_RECOMPUTE=MEGATRON_LAYER_BY_RECOMPUTE, MEGATRON_MODEL=MEGATRON_MODEL,
       HF_LAYER={f"{a}|{r}": e for (a, r), e in HF_LAYER.items()}, HF_MODEL={f"{a}|{r}": e for (a, r), e in HF_MODEL.items()},
       HF_END_FORWARD={f"{a}|{r}": e for (a, r), e in HF_END_FORWARD.items()},
-      HF_RERUN={f"{a}|{r}": e for (a, r), e in HF_RERUN.items()},
-      FP32_BYTES=FP32_BYTES)
+      HF_RERUN={f"{a}|{r}": e for (a, r), e in HF_RERUN.items()}, HF_AUTOCAST_EXTRA=HF_AUTOCAST_EXTRA,
+      HF_LORA_LAYER_DELTA=HF_LORA_LAYER_DELTA, HF_LORA_OUTSIDE_DELTA=HF_LORA_OUTSIDE_DELTA,
+      HF_LORA_FINAL_NORM_DELTA=HF_LORA_FINAL_NORM_DELTA, FP32_BYTES=FP32_BYTES)
 
 
 @portable

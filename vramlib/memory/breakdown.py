@@ -27,7 +27,7 @@ class Breakdown(Mapping[str, int]):
     """Immutable mapping of component name -> bytes (ints), in display order.
 
     ``title`` names the scenario; ``notes`` carry the assumptions a reader should see next to the numbers. A peak of
-    several phases (:func:`vramlib.memory.step.training_peak`) also carries ``phases`` (phase -> total bytes, in the
+    several phases (:func:`vramlib.memory.training.training_memory`) also carries ``phases`` (phase -> total bytes, in the
     order they happen), ``peak_phase`` (the one whose tensors the components are, so ``total`` is its total) and
     ``steady`` (what stays allocated between steps); the others leave them empty / None.
     """

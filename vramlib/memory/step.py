@@ -30,10 +30,16 @@ priced as stored: bitsandbytes' 4-bit kernels need real data, so it is not measu
 What the expressions leave out, measured: inside the backward, a layer's own gradients and working tensors add
 0.1-0.5 GB on a 7B model above "all gradients" (the backward phase is under by up to 1.4%; it sets the peak only
 with fused or state-free optimizers); the rotary buffers and scalar step counters (kilobytes). Refused in one line:
-recomputation under autocast, LoRA with selective recomputation or on other target sets, shapes beyond the measured dense decoders (experts,
-fused projections, q/k norms), bitsandbytes' optimizers, the megatron accounting, several GPUs (plans).
+recomputation under autocast, autocast on shapes beyond the measured dense decoders (experts,
+fused projections, q/k norms). Priced as a sum of parts, with a note saying why: bitsandbytes' paged and 32-bit
+optimizers, the megatron accounting, LoRA on other targets or with selective recomputation.
 
-Used in: chapter 16 (and the training chapters as they move to it).
+Owned here: the expressions, the implementations' temporaries, and the portable rules that apply them
+(``step_problem``: where the phases are modelled; ``step_parts``: the phases, the peak and the tensors alive then),
+which :func:`vramlib.memory.training.training_memory` (``peak="step"``, its default) and the static calculators call.
+This module imports no training code: ``training_memory`` assembles the states and activations and calls it.
+
+Used in: chapters 2, 3, 4, 9, 10, 15 (through ``training_memory``) and 16.
 """
 from __future__ import annotations
 
@@ -42,16 +48,9 @@ from dataclasses import dataclass
 import sympy as sp
 
 from ..catalog.models import ModelSpec, get_model
-from ..catalog.precision import FP32_BYTES
-from ..core import formulas as F
-from ..core.errors import InvalidValueError, check_choice, check_positive_int, checked_call
-from ..core.portable import ev
-from ..core.signatures import arg, field_args, keywords_through, signature
+from ..core.errors import check_choice
+from ..core.portable import ev, portable, q_ceil, raise_problem, share, shared
 from ..core.symbols import V, b, b_a, s
-from .activations import RECOMPUTE, activation_bytes
-from .breakdown import Breakdown
-from .inference import weights_detail
-from .training import Workload, _model_state_parts, as_workload, check_lora_settings, resolve_activation_style
 
 # --- symbols of this module ----------------------------------------------------------------------------------
 _nn = dict(integer=True, nonnegative=True)
@@ -133,13 +132,16 @@ measured and refuse in one line."""
 AUTOCAST = "fp32-autocast"
 """The step convention of fp32 parameters under CUDA autocast to the compute dtype (PyTorch's AMP recipe; Hugging
 Face Trainer's ``bf16=True`` on an fp32 model): fp32 weights, gradients and optimizer states (16 B/param with AdamW)
-and the autocast activations (:data:`vramlib.memory.activations.HF_AUTOCAST_EXTRA`). ``training_peak`` takes it
+and the autocast activations (:data:`vramlib.memory.activations.HF_AUTOCAST_EXTRA`). ``training_memory`` takes it
 besides ``vramlib.memory.training.CONVENTIONS``."""
 
 AUTOCAST_EXTRA_CASTS = 3
 """``c_in`` of :data:`~vramlib.memory.activations.HF_AUTOCAST_EXTRA` for the measured families: autocast casts the
 input norm's output once each for q, k and v, and the post-attention norm's for gate and up (3 casts beyond one per
 norm)."""
+
+LORA_DTYPES = ("fp32", "bf16")
+"""The adapters' dtype: fp32 (peft's default, ``autocast_adapter_dtype=True``) or the compute dtype ("bf16")."""
 
 AUTOCAST_FAMILIES = ("llama", "mistral", "qwen2", "yi")
 """Where the autocast expression is measured: Llama-form RMSNorm decoders with separate q, k, v and gate, up
@@ -151,243 +153,233 @@ def default_impl(optimizer: str) -> str:
     return next(iter(OPTIMIZER_IMPLS[optimizer]))
 
 
-def largest_tensor_elements(model: ModelSpec | str) -> int:
+def check_impl(optimizer: str, impl: str | None) -> str | None:
+    """``impl`` checked against the optimizer's implementations (one line naming them); None stays None (the
+    optimizer's default, or no phase model where the optimizer has none)."""
+    if impl is None:
+        return None
+    raise_problem(impl_problem(optimizer, impl))
+    return check_choice("optimizer_impl", impl, OPTIMIZER_IMPLS[optimizer])
+
+
+@portable
+def impl_problem(optimizer, impl):
+    """[field, value, why] when an implementation is named for an optimizer whose step is not modelled."""
+    if optimizer in shared("STEP_OPTIMIZERS"):
+        return None
+    return ["optimizer_impl", impl, optimizer + "'s step is not modelled (" + ", ".join(shared("STEP_OPTIMIZERS")) +
+            " are); omit optimizer_impl"]
+
+
+PEAKS = ("step", "sum")
+"""How a training estimate combines its parts: ``step`` (the largest phase, :data:`PHASES`: what PyTorch allocates,
+measured) or ``sum`` (every tensor alive at once: the source document's and most calculators' arithmetic)."""
+
+PHASE_NAMES = tuple(PHASES)
+share(STEP_PHASES=PHASES, STEP_BACKWARD_START=BACKWARD_START, STEP_LOSS_GRADIENT=LOSS_GRADIENT_BYTES,
+      STEP_LOGIT_GRADIENT=LOGIT_GRADIENT_BYTES, STEP_LOG_SOFTMAX=LOG_SOFTMAX_BYTES,
+      STEP_TEMPORARIES={f"{o}|{i}": impl.temporaries for o, d in OPTIMIZER_IMPLS.items() for i, impl in d.items()},
+      STEP_IMPLS={o: list(d) for o, d in OPTIMIZER_IMPLS.items()}, STEP_OPTIMIZERS=list(OPTIMIZER_IMPLS),
+      STEP_PHASE_NAMES=list(PHASE_NAMES), AUTOCAST_FAMILIES=list(AUTOCAST_FAMILIES),
+      AUTOCAST_EXTRA_CASTS=AUTOCAST_EXTRA_CASTS, LINEAR_GROUPS=["attn_q", "attn_k", "attn_v", "attn_o", "mlp_gate",
+                                                                "mlp_up", "mlp_down", "router"])
+
+
+@portable
+def dense_problem(spec, field, value):
+    """None, or [field, value, why] when the autocast and LoRA expressions do not cover a shape (measured on dense
+    Llama-form decoders with separate projections)."""
+    if (not (spec["family"] in shared("AUTOCAST_FAMILIES")) or spec["n_experts"] or spec["fused_qkv"]
+            or spec["fused_gate_up"] or spec["qk_norm"] != "none"):
+        return [field, value, "measured for dense " + ", ".join(shared("AUTOCAST_FAMILIES")) + " decoders with "
+                "separate projections; " + spec["name"] + " (" + spec["family"] + ") is not modelled"]
+    return None
+
+
+@portable
+def autocast_problem(spec, st):
+    """None, or [field, value, why]: what fp32 weights under autocast (``st["autocast"]``) refuse -- an fp32 compute
+    dtype, LoRA, a shape the expression does not cover, recomputation (measured, not modelled)."""
+    if not st["autocast"]:
+        return None
+    if st["dtype"] == "fp32":
+        return ["precision", st["precision"], "fp32-autocast computes in bf16 or fp16 (autocast's dtype)"]
+    if st["method"] != "full":
+        return ["convention", "fp32-autocast", "fp32-autocast is full fine-tuning; LoRA keeps its base in the compute "
+                "dtype (lora_dtype sets the adapters')"]
+    got = dense_problem(spec, "convention", "fp32-autocast")
+    if got:
+        return got
+    if st["recompute"] != "none":
+        return ["recompute", st["recompute"], "fp32-autocast with recomputation is measured but not modelled yet (the "
+                "re-run layer re-casts its weights); use recompute='none'"]
+    if st["style"] != "hf":
+        return ["activation_style", st["style"], "fp32-autocast's activations follow the hf accounting"]
+    return None
+
+
+@portable
+def step_problem(spec, st):
+    """None when the phases (:data:`PHASES`) model a step, else the reason in one line: only the hf accounting's
+    one-device steps are measured, with the optimizers of :data:`OPTIMIZER_IMPLS` and LoRA on every linear of a dense
+    decoder (no selective recomputation) over a 16-bit base. ``st``: the step's settings (``step_settings``)."""
+    if st["style"] != "hf":
+        return "the " + st["style"] + " accounting's steps are not measured phase by phase"
+    if not (st["optimizer"] in shared("STEP_OPTIMIZERS")):
+        return st["optimizer"] + "'s step is not measured (" + ", ".join(shared("STEP_OPTIMIZERS")) + " are)"
+    if st["method"] == "full":
+        return None
+    if st["lora_targets"] != "all-linear":
+        return "LoRA is measured with every linear adapted; these targets' activations are not"
+    if dense_problem(spec, "method", st["method"]):
+        return "LoRA is measured on dense " + ", ".join(shared("AUTOCAST_FAMILIES")) + " decoders only"
+    if st["recompute"] == "selective":
+        return "LoRA is measured with recompute none or full, not selective"
+    if st["dtype"] == "fp32":
+        return "LoRA is measured on a 16-bit base"
+    return None
+
+
+@portable
+def largest_tensor(m):
     """Elements of the largest parameter tensor as transformers 5 stores it: the embedding or LM head (V x h), a
-    linear module (its ``LORA_SHAPES`` in x out, fused q|k|v and gate|up included), or a layer's routed experts,
-    which transformers keeps as one (E, 2 f, h) ``gate_up_proj`` tensor."""
-    from .training import LORA_IN, LORA_OUT
-
-    m = get_model(model)
-    sym = m.symbols()
-    linear = [F.to_int_bytes(ev("LORA_IN", x, sym)) * F.to_int_bytes(ev("LORA_OUT", x, sym)) for x in m.linear_modules()
-              if x in LORA_IN and x in LORA_OUT]
-    experts = sym["E"] * 2 * F.to_int_bytes(ev("LORA_IN", "gate_proj", sym) * ev("LORA_OUT", "gate_proj", sym)) \
-        if m.n_experts else 0
-    return max([m.vocab * m.hidden, experts] + linear)
+    linear module (in x out, fused q|k|v and gate|up included), or a layer's routed experts, which transformers
+    keeps as one (E, 2 f, h) ``gate_up_proj`` tensor."""
+    best = m["spec"]["vocab"] * m["spec"]["hidden"]
+    for x in m["linear_modules"]:
+        best = max(best, q_ceil(ev("LORA_IN", x, m["sym"])) * q_ceil(ev("LORA_OUT", x, m["sym"])))
+    if m["spec"]["n_experts"]:
+        best = max(best, m["sym"]["E"] * 2 * q_ceil(ev("LORA_IN", "gate_proj", m["sym"])) *
+                   q_ceil(ev("LORA_OUT", "gate_proj", m["sym"])))
+    return best
 
 
-def _largest_adapter_elements(m: ModelSpec, rank: int, mods: list[str]) -> int:
-    """Elements of the largest LoRA adapter matrix: r x the widest in- or out-features of the adapted modules."""
-    sym = m.symbols()
-    return rank * max(max(F.to_int_bytes(ev("LORA_IN", x, sym)), F.to_int_bytes(ev("LORA_OUT", x, sym))) for x in mods)
-
-
-def _check_impl(optimizer: str, impl: str | None) -> str:
-    if optimizer not in OPTIMIZER_IMPLS:
-        raise InvalidValueError("optimizer", optimizer, "the step's peak is measured for " +
-                                ", ".join(OPTIMIZER_IMPLS) + "; bitsandbytes' paged and 32-bit ones are not")
-    return default_impl(optimizer) if impl is None else check_choice("optimizer_impl", impl, OPTIMIZER_IMPLS[optimizer])
-
-
-_PEAK_SIGNATURE = signature(
-    arg("model", annotation="ModelSpec | str"), field_args(Workload, ("method", "seq")),
-    arg("micro_batch", 1, "int"), field_args(Workload, ("precision", "optimizer", "convention")),
-    arg("recompute", "none", "str"), field_args(Workload, ("attention", "lora_rank", "lora_targets", "base_weights",
-                                                           "reserve")),
-    arg("optimizer_impl", None, "str | None", keyword_only=True), arg("lora_dtype", "fp32", "str", keyword_only=True),
-    arg("workload", None, "Workload | None", keyword_only=True))
-
-LORA_DTYPES = ("fp32", "bf16")
-"""The adapters' dtype: fp32 (peft's default, ``autocast_adapter_dtype=True``) or the compute dtype ("bf16")."""
-
-
-@checked_call
-@keywords_through(_PEAK_SIGNATURE)
-def training_peak(model: ModelSpec | str, workload: Workload | None = None, micro_batch: int = 1,
-                  recompute: str = "none", optimizer_impl: str | None = None, lora_dtype: str = "fp32",
-                  **settings) -> Breakdown:
-    """The peak of one steady-state training step on one GPU, as PyTorch allocates it: the largest of the phases
-    (:data:`PHASES`), with the tensors alive then as components, every phase in ``.phases``, the one that sets the
-    peak in ``.peak_phase`` and what stays allocated between steps in ``.steady`` (each with the reserve).
-
-    Arguments as :func:`vramlib.memory.training.training_memory` (a :class:`~vramlib.memory.training.Workload` and/or
-    its fields), plus
-    ``optimizer_impl``: foreach | fused | for-loop (:data:`OPTIMIZER_IMPLS`; None: the optimizer's default,
-    torch.optim's ``foreach``) and ``lora_dtype``: fp32 | bf16 (the adapters' dtype, :data:`LORA_DTYPES`).
-    ``convention`` also takes ``fp32-autocast`` (:data:`AUTOCAST`). The hf accounting; the measured setups are
-    pure-bf16 and fp32-autocast full fine-tuning and LoRA on a bf16 base (chapter 16 compares them); QLoRA is that
-    LoRA step with its base priced as stored (named in the notes)."""
-    st = _setup(model, workload, settings, micro_batch, recompute, optimizer_impl, lora_dtype)
-    vals = _phase_values(st)
-    reserve = st.w.reserve_bytes
-    phases = {k: F.to_int_bytes(F.evaluate(e, **vals)) + reserve for k, e in PHASES.items()}
-    peak_phase = max(phases, key=phases.get)
-    parts = dict(st.states)
-    parts.update(_alive(peak_phase, vals, phases, reserve, st.impl))
-    parts["reserve (CUDA context, framework)"] = reserve
-    what = "full fine-tuning" if st.w.method == "full" else f"{st.w.method} r={st.w.lora_rank} ({lora_dtype} adapters)"
-    title = (f"{st.m.name}: {what} step, {st.w.precision}, {st.w.optimizer} ({st.impl}), {st.convention}, seq "
-             f"{st.w.seq:,} x {st.batch}, recompute {st.recompute}: peak in the {peak_phase}")
-    return Breakdown(parts, title=title, notes=st.notes, phases=phases, peak_phase=peak_phase,
-                     steady=sum(st.states.values()) + reserve)
-
-
-@dataclass(frozen=True)
-class _Step:
-    m: ModelSpec
-    w: Workload
-    convention: str
-    batch: int
-    recompute: str
-    impl: str
-    lora_dtype: str
-    states: dict
-    grad: int
-    notes: tuple = ()
-
-
-def _setup(model, workload, settings, micro_batch, recompute, optimizer_impl, lora_dtype) -> _Step:
-    """Checked arguments and the held states / gradients of one step."""
-    autocast = settings.get("convention") == AUTOCAST      # a step convention, not a Workload one (see AUTOCAST)
-    if autocast:
-        settings = {**settings, "convention": "mixed-fp32-master"}     # its states are the fp32 ones, set below
-    w_ = as_workload(workload, settings)
-    m = get_model(model)
-    check_lora_settings(m, w_)
-    recompute = check_choice("recompute", recompute, RECOMPUTE)
-    micro_batch = check_positive_int("micro_batch", micro_batch)
-    lora_dtype = check_choice("lora_dtype", lora_dtype, LORA_DTYPES)
-    impl = _check_impl(w_.optimizer, optimizer_impl)
-    if w_.activation_style not in ("hf", "auto"):
-        raise InvalidValueError("activation_style", w_.activation_style, "the step's phases follow the hf accounting")
-    resolve_activation_style(m, "hf")
-    if autocast:
-        _check_autocast(m, w_, recompute)
-    if w_.method != "full":
-        _check_lora(m, w_, recompute)
-        states, grad = _lora_states(m, w_, lora_dtype)
-    else:
-        states = _model_state_parts(m, w_.with_(precision="fp32") if autocast else w_)
-        grad = states.pop("gradients")
-    notes = () if w_.method != "qlora" else (
-        "QLoRA: the LoRA step measured on a bf16 base, with the base priced as stored (" + w_.base_format() + "); "
-        "bitsandbytes' dequantisation buffers (one layer's weight in bf16 at a time) are not included",)
-    return _Step(m, w_, AUTOCAST if autocast else w_.convention, micro_batch, recompute, impl, lora_dtype, states,
-                 grad, notes)
-
-
-def _check_autocast(m: ModelSpec, w_: Workload, recompute: str) -> None:
-    if w_.dtype == "fp32":
-        raise InvalidValueError("precision", w_.precision, "fp32-autocast computes in bf16 or fp16 (autocast's dtype)")
-    if w_.method != "full":
-        raise InvalidValueError("convention", AUTOCAST, "fp32-autocast is full fine-tuning; LoRA keeps its base in "
-                                "the compute dtype (lora_dtype sets the adapters')")
-    _check_dense(m, "convention", AUTOCAST)
-    if recompute != "none":
-        raise InvalidValueError("recompute", recompute, "fp32-autocast with recomputation is measured but not "
-                                "modelled yet (the re-run layer re-casts its weights); use recompute='none'")
-
-
-def _check_dense(m: ModelSpec, field: str, value) -> None:
-    if m.family not in AUTOCAST_FAMILIES or m.n_experts or m.fused_qkv or m.fused_gate_up or m.qk_norm != "none":
-        raise InvalidValueError(field, value, f"measured for dense {', '.join(AUTOCAST_FAMILIES)} decoders with "
-                                f"separate projections; {m.name} ({m.family}) is not modelled")
-
-
-def _check_lora(m: ModelSpec, w_: Workload, recompute: str) -> None:
-    if w_.lora_targets != "all-linear":
-        raise InvalidValueError("lora_targets", w_.lora_targets, "the LoRA step is measured with every linear "
-                                "adapted ('all-linear'); other target sets are not modelled yet")
-    _check_dense(m, "method", w_.method)
-    if recompute == "selective":
-        raise InvalidValueError("recompute", recompute, "LoRA is measured with recompute 'none' or 'full' (HF "
-                                "gradient checkpointing); 'selective' is not modelled")
-    if w_.dtype == "fp32":
-        raise InvalidValueError("precision", w_.precision, "the LoRA step is measured on a bf16 base")
-
-
-def _adapter_width(lora_dtype: str, w_: Workload) -> int:
-    """Bytes per adapter parameter: fp32, or the compute dtype's."""
-    from .activations import _activation_dtype_bytes
-
-    return FP32_BYTES if lora_dtype == "fp32" else _activation_dtype_bytes(w_.dtype)
-
-
-def _lora_states(m: ModelSpec, w_: Workload, lora_dtype: str) -> tuple[dict, int]:
-    """(held states, adapter gradient bytes) of a LoRA/QLoRA step: the frozen base as stored, the adapters, their
-    gradients and optimizer states in the adapters' dtype (torch.optim follows it)."""
-    from .training import lora_params, optimizer_state_bytes
-
-    width = _adapter_width(lora_dtype, w_)
-    n_t = lora_params(m, w_.lora_rank, w_.lora_targets)
-    states = {("base weights (" + w_.base_format() + ")" if k == "weights" else k): v
-              for k, v in weights_detail(m, w_.base_format()).items()}
-    states[f"LoRA adapters ({lora_dtype})"] = width * n_t
-    states["optimizer states"] = optimizer_state_bytes(m, w_.optimizer, lora_rank=w_.lora_rank,
-                                                       lora_targets=w_.lora_targets, state_bytes=width)
-    return states, width * n_t
-
-
-def _phase_values(st: _Step) -> dict:
-    """The byte symbols of :data:`PHASES` (and the T, V, b_a they read) for one step."""
-    from .activations import HF_AUTOCAST_EXTRA, HF_LORA_FINAL_NORM_DELTA, HF_LORA_LAYER_DELTA, \
-        HF_LORA_OUTSIDE_DELTA, _activation_dtype_bytes
-    from .training import lora_modules, lora_params
-
-    m, w_, batch = st.m, st.w, st.batch
-    b_act = _activation_dtype_bytes(w_.dtype)
-    act = {scope: activation_bytes(m, w_.seq, batch, w_.dtype, w_.attention, st.recompute, "hf", scope)
-           for scope in ("end-of-forward", "rerun")}
-    sym = m.symbols()
-    base = dict(L=m.n_layers, b=batch, s=w_.seq, h=m.hidden, f=m.ffn, d_head=sym["d_head"], b_a=b_act)
-
-    def bytes_of(expr, **more) -> int:
-        return F.to_int_bytes(F.evaluate(expr, **base, **more))
-
-    if st.convention == AUTOCAST:
-        act["end-of-forward"] += bytes_of(HF_AUTOCAST_EXTRA, c_in=AUTOCAST_EXTRA_CASTS, N_c=autocast_cast_elements(m))
-    if w_.method == "full":
-        n_t, p_max = m.weight_params, largest_tensor_elements(m)
-        width = FP32_BYTES if st.convention == AUTOCAST else w_.state_bytes
-        head = st.grad // m.weight_params * _head_params(m)
-    else:
-        mods = lora_modules(m, w_.lora_targets)
-        lora = dict(r=w_.lora_rank, I_in=sum(F.to_int_bytes(ev("LORA_IN", x, sym)) for x in mods), n_ad=len(mods),
-                    z_fp=1 if st.lora_dtype == "fp32" else 0)
-        if st.recompute == "none":
-            act["end-of-forward"] += bytes_of(m.n_layers * HF_LORA_LAYER_DELTA + HF_LORA_OUTSIDE_DELTA, **lora)
-        else:       # checkpointed layers save their input only: the LoRA difference is the re-run layer's
-            act["end-of-forward"] += bytes_of(HF_LORA_FINAL_NORM_DELTA)
-            act["rerun"] += bytes_of(HF_LORA_LAYER_DELTA, **lora)
-        n_t, width, head = lora_params(m, w_.lora_rank, w_.lora_targets), _adapter_width(st.lora_dtype, w_), 0
-        p_max = _largest_adapter_elements(m, w_.lora_rank, mods)
-    temp = F.to_int_bytes(F.evaluate(OPTIMIZER_IMPLS[w_.optimizer][st.impl].temporaries, N_t=n_t, P_max=p_max,
-                                     w=width))
-    return {"M_held": sum(st.states.values()), "M_grad": st.grad, "M_act": act["end-of-forward"],
-            "M_rerun": act["rerun"], "M_temp": temp, "M_head": head, "b": batch, "s": w_.seq, "V": m.vocab,
-            "b_a": b_act}
-
-
-def _head_params(m: ModelSpec) -> int:
+@portable
+def head_params(groups):
     """Parameters of the LM head's weight (the embedding matrix when tied)."""
-    g = m.param_groups()
-    return g["lm_head"] or g["embed"]
+    return groups["lm_head"] or groups["embed"]
+
+
+@portable
+def cast_elements(groups):
+    """Weight elements CUDA autocast casts and the backward keeps (``N_c``): every linear weight and the LM head
+    (the embedding matrix itself when tied), not the input embedding, norms or biases."""
+    n = head_params(groups)
+    for k in shared("LINEAR_GROUPS"):
+        n += groups[k]
+    return n
+
+
+@portable
+def autocast_extra(m, groups, seq, batch, b_a):
+    """What fp32 weights under autocast save beyond the same step in ``b_a`` (``HF_AUTOCAST_EXTRA``)."""
+    sym = dict(m["sym"])
+    sym["b"] = batch
+    sym["s"] = seq
+    sym["b_a"] = b_a
+    sym["c_in"] = shared("AUTOCAST_EXTRA_CASTS")
+    sym["N_c"] = cast_elements(groups)
+    return q_ceil(ev("HF_AUTOCAST_EXTRA", None, sym))
+
+
+@portable
+def step_parts(m, groups, states, st):
+    """[parts, phases, peak phase, steady] of one training step: ``states`` ([[component, bytes]], the gradients
+    among them) and ``st`` -- the step's settings and measured quantities: ``act`` / ``rerun`` (the hf
+    end-of-forward and re-run activations), ``batch``, ``seq``, ``b_a``, ``n_t`` (trainable parameters), ``width``
+    (their bytes), ``optimizer`` / ``impl``, ``autocast``, ``lora`` (None or the LoRA values r, I_in, n_ad, z_fp),
+    ``recompute``, ``reserve``. Phases and steady include the reserve; parts are the held states, then the tensors
+    alive at the peak phase, then the reserve."""
+    sym = dict(m["sym"])
+    sym["b"] = st["batch"]
+    sym["s"] = st["seq"]
+    sym["b_a"] = st["b_a"]
+    act = st["act"]
+    rerun = st["rerun"]
+    held = 0
+    grad = 0
+    kept = []
+    for x in states:
+        if x[0] == "gradients":
+            grad = x[1]
+        else:
+            held += x[1]
+            kept.append(x)
+    p_max = largest_tensor(m)
+    if st["autocast"]:
+        act += autocast_extra(m, groups, st["seq"], st["batch"], st["b_a"])
+    head = 0
+    if st["lora"]:
+        for k in ["r", "I_in", "n_ad", "z_fp"]:
+            sym[k] = st["lora"][k]
+        if st["recompute"] == "none":
+            act += m["spec"]["n_layers"] * q_ceil(ev("HF_LORA_LAYER_DELTA", None, sym)) + \
+                q_ceil(ev("HF_LORA_OUTSIDE_DELTA", None, sym))
+        else:      # checkpointed layers save their input only: the LoRA difference is the re-run layer's
+            act += q_ceil(ev("HF_LORA_FINAL_NORM_DELTA", None, sym))
+            rerun += q_ceil(ev("HF_LORA_LAYER_DELTA", None, sym))
+        p_max = st["lora"]["r"] * st["lora"]["widest"]
+    else:
+        head = (grad // st["n_t"]) * head_params(groups)
+    temp = q_ceil(ev("STEP_TEMPORARIES", st["optimizer"] + "|" + st["impl"],
+                     {"N_t": st["n_t"], "P_max": p_max, "w": st["width"]}))
+    vals = {"M_held": held, "M_grad": grad, "M_act": act, "M_rerun": rerun, "M_temp": temp, "M_head": head,
+            "b": st["batch"], "s": st["seq"], "V": m["spec"]["vocab"], "b_a": st["b_a"]}
+    phases = []
+    peak = None
+    best = -1
+    for k in shared("STEP_PHASE_NAMES"):
+        v = q_ceil(ev("STEP_PHASES", k, vals)) + st["reserve"]
+        phases.append([k, v])
+        if v > best:
+            best = v
+            peak = k
+    parts = [x for x in kept]
+    for x in alive_at(peak, best - st["reserve"], vals, st["impl"]):
+        parts.append(x)
+    parts.append(["reserve (CUDA context, framework)", st["reserve"]])
+    return [parts, phases, peak, held + st["reserve"]]
+
+
+@portable
+def alive_at(peak, total, vals, impl):
+    """[[component, bytes]] alive at the peak of phase ``peak`` beyond the held states (``vals``: the byte values
+    of :data:`PHASES`; ``total``: the phase's bytes without the reserve, which tells the backward's two ends apart)."""
+    if peak == "loss backward":
+        return [["activations", vals["M_act"]], ["loss gradients (fp32 T x V)", q_ceil(ev("STEP_LOSS_GRADIENT", None,
+                                                                                         vals))]]
+    if peak == "optimizer step":
+        return [["gradients", vals["M_grad"]], ["optimizer step temporaries (" + impl + ")", vals["M_temp"]]]
+    if total == q_ceil(ev("STEP_BACKWARD_START", None, vals)):
+        return [["activations", vals["M_act"] - q_ceil(ev("STEP_LOG_SOFTMAX", None, vals))],
+                ["logit gradient", q_ceil(ev("STEP_LOGIT_GRADIENT", None, vals))], ["LM head gradient", vals["M_head"]]]
+    return [["gradients", vals["M_grad"]], ["re-run layer", vals["M_rerun"]]]
+
+
+@portable
+def lora_step_values(m, mods, rank, lora_dtype):
+    """The LoRA values of the step's expressions: rank ``r``, the adapted linears' summed in-features ``I_in``,
+    adapters per layer ``n_ad``, ``z_fp`` (1 for fp32 adapters) and the widest in- or out-features (the largest
+    adapter matrix is r x that)."""
+    i_in = 0
+    widest = 0
+    for x in mods:
+        a = q_ceil(ev("LORA_IN", x, m["sym"]))
+        widest = max(widest, max(a, q_ceil(ev("LORA_OUT", x, m["sym"]))))
+        i_in += a
+    return {"r": rank, "I_in": i_in, "n_ad": len(mods), "z_fp": 1 if lora_dtype == "fp32" else 0, "widest": widest}
+
+
+def largest_tensor_elements(model: ModelSpec | str) -> int:
+    """:func:`largest_tensor` of a model given by name or spec."""
+    return largest_tensor(get_model(model).view())
 
 
 def autocast_cast_elements(model: ModelSpec | str) -> int:
-    """Weight elements CUDA autocast casts and the backward keeps (``N_c``): every linear weight and the LM head
-    (the embedding matrix itself when tied), not the input embedding, norms or biases."""
-    m = get_model(model)
-    g = m.param_groups()
-    return sum(g[k] for k in ("attn_q", "attn_k", "attn_v", "attn_o", "mlp_gate", "mlp_up", "mlp_down", "router")) + \
-        _head_params(m)
-
-
-def _alive(phase: str, vals: dict, phases: dict, reserve: int, impl: str) -> dict[str, int]:
-    """The components alive at ``phase``'s peak beyond the held states (which the caller lists first)."""
-    def of(expr) -> int:
-        return F.to_int_bytes(F.evaluate(expr, **vals))
-
-    if phase == "loss backward":
-        return {"activations": vals["M_act"], "loss gradients (fp32 T x V)": of(LOSS_GRADIENT_BYTES)}
-    if phase == "optimizer step":
-        return {"gradients": vals["M_grad"], f"optimizer step temporaries ({impl})": vals["M_temp"]}
-    if phases[phase] == of(BACKWARD_START) + reserve:
-        return {"activations": vals["M_act"] - of(LOG_SOFTMAX_BYTES), "logit gradient": of(LOGIT_GRADIENT_BYTES),
-                "LM head gradient": vals["M_head"]}
-    return {"gradients": vals["M_grad"], "re-run layer": vals["M_rerun"]}
+    """:func:`cast_elements` of a model given by name or spec."""
+    return cast_elements(get_model(model).param_groups())
 
 
 __all__ = ["AUTOCAST", "AUTOCAST_EXTRA_CASTS", "AUTOCAST_FAMILIES", "BACKWARD_END", "BACKWARD_START",
-           "LOGIT_GRADIENT_BYTES", "LOG_SOFTMAX_BYTES", "LOSS_GRADIENT_BYTES", "LORA_DTYPES", "OPTIMIZER_IMPLS", "PHASES",
-           "STEP_PEAK", "autocast_cast_elements", "largest_tensor_elements", "training_peak"]
+           "LOGIT_GRADIENT_BYTES", "LOG_SOFTMAX_BYTES", "LOSS_GRADIENT_BYTES", "LORA_DTYPES", "OPTIMIZER_IMPLS", "PEAKS",
+           "PHASES", "STEP_PEAK", "autocast_cast_elements", "largest_tensor_elements"]

@@ -23,7 +23,10 @@ from dataclasses import dataclass, fields
 from fractions import Fraction
 
 from ..core import formulas as F
-from .activations import ACTIVATION_STYLES, HF_FAMILIES, RECOMPUTE, activation_bytes, recompute_note
+from .activations import ACTIVATION_STYLES, HF_FAMILIES, RECOMPUTE, _activation_dtype_bytes, activation_bytes, \
+    recompute_note
+from .step import AUTOCAST, LORA_DTYPES, PEAKS, autocast_extra, autocast_problem, check_impl, lora_step_values, step_parts, \
+    step_problem
 from .breakdown import Breakdown
 import sympy as sp
 
@@ -439,17 +442,19 @@ def check_lora_settings(spec: ModelSpec, w: Workload) -> None:
         lora_modules(spec, w.lora_targets)
 
 
-def _model_state_parts(m: ModelSpec, w: Workload) -> dict[str, int]:
+def _model_state_parts(m: ModelSpec, w: Workload, trainable_dtype: str | None = None) -> dict[str, int]:
     """Weights (or base + adapters), gradients, the fp32 master copy, optimizer states and, for the deepspeed
     convention's full fine-tuning in half precision, the ZeRO-3 gather buffer of the largest module
-    (``model_state_parts``)."""
+    (``model_state_parts``). ``trainable_dtype``: the dtype of the parameters that train (None: the compute dtype;
+    "fp32" for fp32 LoRA adapters or fp32 weights under autocast)."""
     conv = CONVENTIONS[w.convention]
-    setup = {"method": w.method, "dtype": w.dtype, "conv": Fields(conv), "fp32": FP32_BYTES}
-    width = w.state_bytes
+    dtype = trainable_dtype or w.dtype
+    setup = {"method": w.method, "dtype": dtype, "conv": Fields(conv), "fp32": FP32_BYTES}
+    width = state_width(Fields(conv), dtype)
     if w.method == "full":
         setup.update(n_t=m.weight_params, optimizer=optimizer_state_bytes(m, w.optimizer, state_bytes=width), base=[],
                      base_label="")
-        if conv.gather_buffer_per_param and w.dtype != "fp32":
+        if conv.gather_buffer_per_param and dtype != "fp32":
             from .sharding import largest_module_params
 
             setup["largest"] = largest_module_params(m)
@@ -497,14 +502,18 @@ _TRAINING_SIGNATURE = signature(
     arg("micro_batch", 1, "int"), field_args(Workload, ("precision", "optimizer", "convention")),
     arg("recompute", "none", "str"),
     field_args(Workload, ("attention", "lora_rank", "lora_targets", "base_weights", "activation_style", "reserve")),
-    arg("workload", None, "Workload | None", keyword_only=True))
-"""training_memory's arguments, in the order they have always had (positional calls keep working), + ``workload``."""
+    arg("workload", None, "Workload | None", keyword_only=True),
+    arg("optimizer_impl", None, "str | None", keyword_only=True), arg("lora_dtype", "fp32", "str", keyword_only=True),
+    arg("peak", "sum", "str", keyword_only=True))
+"""training_memory's arguments, in the order they have always had (positional calls keep working), + ``workload``,
+``optimizer_impl``, ``lora_dtype`` and ``peak``."""
 
 
 @checked_call
 @keywords_through(_TRAINING_SIGNATURE)
 def training_memory(model: ModelSpec | str, workload: Workload | None = None, micro_batch: int = 1,
-                    recompute: str = "none", **settings) -> Breakdown:
+                    recompute: str = "none", optimizer_impl: str | None = None, lora_dtype: str = "fp32",
+                    peak: str = "sum", **settings) -> Breakdown:
     """Peak memory of one training step on one GPU (no sharding; see vramlib.plans.parallel for ZeRO/TP/PP).
 
     The step is a :class:`Workload` (``workload=``) and/or its fields as keywords (``method``, ``seq``, ``precision``,
@@ -513,34 +522,110 @@ def training_memory(model: ModelSpec | str, workload: Workload | None = None, mi
     sequences at a time with ``recompute`` none | selective | full.
 
     ``method``: full | lora | qlora. ``base_weights``: storage of frozen base weights (lora: ``precision``;
-    qlora: ``nf4-dq``). ``convention``: source-12 | mixed-fp32-master | deepspeed. ``lora_rank`` is at most
-    min(in, out) of every targeted module; duplicate ``lora_targets`` count once.
+    qlora: ``nf4-dq``). ``convention``: a key of :data:`CONVENTIONS`, or ``fp32-autocast`` (fp32 weights under CUDA
+    autocast, :data:`vramlib.memory.step.AUTOCAST`). ``lora_rank`` is at most min(in, out) of every targeted
+    module; duplicate ``lora_targets`` count once. ``lora_dtype``: fp32 | bf16, the adapters' dtype (peft's default
+    fp32: 4 + 4 B of adapter and gradient, no master copy). ``optimizer_impl``: foreach | fused | for-loop
+    (:data:`vramlib.memory.step.OPTIMIZER_IMPLS`; None: the optimizer's default, torch.optim's foreach).
+
+    ``peak``: ``step`` (default) -- the largest phase of the step as PyTorch allocates it
+    (:data:`vramlib.memory.step.PHASES`, measured at full size; the Breakdown lists the tensors alive then and
+    carries ``phases``, ``peak_phase`` and ``steady``); where the phases are not modelled (another accounting, a
+    paged optimizer, LoRA on a subset of linears ...) the estimate is the sum of parts and the notes say why.
+    ``sum`` -- every tensor alive at once (the source document's arithmetic).
 
     Recomputation is not always a saving: with a fused q|k|v projection (Phi-3) and eager attention, selective
     recomputation keeps the whole q|k|v output alive (v is a view of it) where eager copies v, so for short
     sequences it holds more than no recomputation (see :mod:`vramlib.memory.activations`); the Breakdown's notes then say
     so (:func:`vramlib.memory.activations.recompute_note`).
     """
+    autocast = settings.get("convention") == AUTOCAST      # a step convention, not a Workload one (see AUTOCAST)
+    if autocast:
+        settings = {**settings, "convention": "mixed-fp32-master"}     # its states are the fp32 ones (trainable_dtype)
     w = as_workload(workload, settings)
     m = get_model(model)
     check_lora_settings(m, w)
     recompute = check_choice("recompute", recompute, RECOMPUTE)
     micro_batch = check_positive_int("micro_batch", micro_batch)
+    lora_dtype = check_choice("lora_dtype", lora_dtype, LORA_DTYPES)
+    peak = check_choice("peak", peak, PEAKS)
+    impl = check_impl(w.optimizer, optimizer_impl)
     style = resolve_activation_style(m, w.activation_style)
-    got = training_parts(m.name, list(_model_state_parts(m, w).items()),
-                         activation_bytes(m, seq=w.seq, batch=micro_batch, dtype=w.dtype, attention=w.attention,
-                                          recompute=recompute, style=style, scope="model"),
-                         w.reserve_bytes, [w.method, w.precision, w.optimizer, w.convention, w.seq, micro_batch, recompute])
+    st = step_settings(Fields(w), w.dtype, style, recompute, micro_batch, autocast, lora_dtype, impl)
+    raise_problem(autocast_problem(Fields(m), st))
+    states = list(_model_state_parts(m, w, st["trainable_dtype"]).items())
+    problem = step_problem(Fields(m), st) if peak == "step" else None
+    labels = [w.method, w.precision, w.optimizer, AUTOCAST if autocast else w.convention, w.seq, micro_batch, recompute]
     note = recompute_note(m, w.seq, micro_batch, w.dtype, w.attention, recompute, style)
-    return Breakdown(dict(got[0]), title=got[1], notes=(note,) if note else ())
+    notes = ((note,) if note else ()) + ((step_fallback_note(problem),) if problem else ())
+    if w.method == "qlora" and peak == "step" and not problem:
+        notes += ("QLoRA: the LoRA step measured on a bf16 base, with the base priced as stored (" + w.base_format() +
+                  "); bitsandbytes' dequantisation buffers (one layer's weight in bf16 at a time) are not included",)
+    if peak == "sum" or problem:
+        act = activation_bytes(m, seq=w.seq, batch=micro_batch, dtype=w.dtype, attention=w.attention,
+                               recompute=recompute, style=style, scope="model")
+        if autocast:
+            act += autocast_extra(m.view(), m.param_groups(), w.seq, micro_batch, _activation_dtype_bytes(w.dtype))
+        got = training_parts(m.name, states, act, w.reserve_bytes, labels)
+        return Breakdown(dict(got[0]), title=got[1], notes=notes)
+    return _priced_by_phases(m, w, st, states, labels, notes)
+
+
+def _priced_by_phases(m: ModelSpec, w: Workload, st: dict, states: list, labels: list, notes: tuple) -> Breakdown:
+    """The step's Breakdown by its phases (:func:`vramlib.memory.step.step_parts`): ``st`` (``step_settings``) gains
+    the activations at the end of forward and in a re-run layer, the trainable parameters, their width and the LoRA
+    values."""
+    act = {scope: activation_bytes(m, w.seq, st["batch"], w.dtype, w.attention, st["recompute"], "hf", scope)
+           for scope in ("end-of-forward", "rerun")}
+    st.update(act=act["end-of-forward"], rerun=act["rerun"], b_a=_activation_dtype_bytes(w.dtype),
+              reserve=w.reserve_bytes, n_t=m.weight_params if w.method == "full" else
+              lora_params(m, w.lora_rank, w.lora_targets),
+              width=state_width(Fields(CONVENTIONS[w.convention]), st["trainable_dtype"]),
+              lora=None if w.method == "full" else lora_step_values(m.view(), lora_modules(m, w.lora_targets),
+                                                                     w.lora_rank, st["lora_dtype"]))
+    parts, phases, peak_phase, steady = step_parts(m.view(), m.param_groups(), states, st)
+    return Breakdown(dict(parts), title=step_title(m.name, labels, st, peak_phase), notes=notes,
+                     phases=dict(phases), peak_phase=peak_phase, steady=steady)
 
 
 @portable
 def training_parts(name, states, activations, reserve, labels):
-    """[[component, bytes], title] of one training step: the model states, the activations and the reserve;
-    ``labels`` = [method, precision, optimizer, convention, seq, micro_batch, recompute] for the title."""
+    """[[component, bytes], title] of one training step priced as a sum of parts: the model states, the activations
+    and the reserve; ``labels`` = [method, precision, optimizer, convention, seq, micro_batch, recompute] for the
+    title."""
     parts = [x for x in states]
     parts.append(["activations", activations])
     parts.append(["reserve (CUDA context, framework)", reserve])
     return [parts, name + ": " + labels[0] + " fine-tuning, " + labels[1] + ", " + labels[2] + ", " + labels[3] +
-            ", seq " + fmt_fixed(labels[4], 0, True) + " x " + str(labels[5]) + ", recompute " + labels[6]]
+            ", seq " + fmt_fixed(labels[4], 0, True) + " x " + str(labels[5]) + ", recompute " + labels[6] +
+            " (sum of parts)"]
+
+
+@portable
+def step_title(name, labels, st, peak_phase):
+    """The title of a step priced by its phases: what trains, how, and the phase that sets the peak."""
+    what = labels[0] + " fine-tuning" if labels[0] == "full" else labels[0] + " (" + st["lora_dtype"] + " adapters)"
+    return (name + ": " + what + ", " + labels[1] + ", " + labels[2] + " (" + st["impl"] + "), " + labels[3] +
+            ", seq " + fmt_fixed(labels[4], 0, True) + " x " + str(labels[5]) + ", recompute " + labels[6] +
+            ": peak in the " + peak_phase)
+
+
+@portable
+def step_fallback_note(problem):
+    """The note of a step the phases do not model: it is priced as a sum of parts, and why."""
+    return "peak: sum of parts (every tensor alive at once) -- " + problem
+
+
+@portable
+def step_settings(w, dtype, style, recompute, batch, autocast, lora_dtype, impl):
+    """The settings of one step that the phase model reads (``step_problem``, ``step_parts``): the Workload's (or
+    the calculator's options) ``w``, its canonical compute ``dtype``, the resolved activation ``style``, and the
+    optimizer implementation (None: the optimizer's default, where it has phases)."""
+    impls = shared("STEP_IMPLS")
+    if impl is None and w["optimizer"] in shared("STEP_OPTIMIZERS"):
+        impl = impls[w["optimizer"]][0]
+    fp32 = autocast or (w["method"] != "full" and lora_dtype == "fp32")
+    return {"method": w["method"], "dtype": dtype, "precision": w["precision"], "optimizer": w["optimizer"],
+            "lora_targets": w["lora_targets"], "style": style, "recompute": recompute, "batch": batch,
+            "seq": w["seq"], "autocast": autocast, "lora_dtype": lora_dtype, "impl": impl,
+            "trainable_dtype": "fp32" if fp32 else dtype}

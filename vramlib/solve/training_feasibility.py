@@ -291,8 +291,8 @@ def max_seq_for_training(model: ModelSpec | str, memory: int | str, limit: int =
 
     ``memory``: bytes, ``"48GB"``/``"48GiB"`` or a GPU name. Every keyword goes to
     :func:`vramlib.memory.training.training_memory` (``method``, ``recompute``, ``attention``, ``convention``, ``reserve`` ...).
-    Only the activations grow with the sequence, so a secant guess and bisection run on them, and the answer is
-    confirmed on ``training_memory(...).total``: it fits and answer + 1 does not; 0 when not even one token fits
+    A secant guess and bisection run on the step's phases (or, for a sum of parts, on the activations alone, the only
+    part that grows with the sequence), and the answer is confirmed on ``training_memory(...).total``: it fits and answer + 1 does not; 0 when not even one token fits
     (the model states alone are too large). Memory only: compare with ``model.max_context``.
     """
     if "seq" in training_kwargs:
@@ -307,17 +307,19 @@ def max_seq_for_training(model: ModelSpec | str, memory: int | str, limit: int =
     base = training_memory(m, seq=1, **training_kwargs)   # validates every keyword once
     if base.total > cap:
         return 0
-    # fast path: only the activations depend on the sequence, so bisect on them alone ...
-    fixed = base.total - base["activations"]
-    kw = {k: training_kwargs.get(k, _default(k)) for k in
-          ("micro_batch", "precision", "attention", "recompute", "activation_style")}
+    if base.peak_phase is not None:     # priced by its phases: several terms grow with the sequence
+        n = _largest_by_secant(lambda k: training_memory(m, seq=k, **training_kwargs).total, cap, limit)
+    else:       # a sum of parts: only the activations depend on the sequence, so bisect on them alone ...
+        fixed = base.total - base["activations"]
+        kw = {k: training_kwargs.get(k, _default(k)) for k in
+              ("micro_batch", "precision", "attention", "recompute", "activation_style")}
 
-    def act(n: int) -> int:
-        return activation_bytes(m, seq=n, batch=kw["micro_batch"], dtype=get_precision(kw["precision"]).name,
-                                attention=kw["attention"], recompute=kw["recompute"], style=kw["activation_style"],
-                                scope="model")
+        def act(n: int) -> int:
+            return activation_bytes(m, seq=n, batch=kw["micro_batch"], dtype=get_precision(kw["precision"]).name,
+                                    attention=kw["attention"], recompute=kw["recompute"],
+                                    style=kw["activation_style"], scope="model")
 
-    n = _largest_by_secant(lambda k: fixed + act(k), cap, limit)
+        n = _largest_by_secant(lambda k: fixed + act(k), cap, limit)
     # ... then confirm on the full breakdown (and bisect on it if training_memory ever grows another seq term)
     if n == limit or (fits(n) and not fits(n + 1)):
         return n

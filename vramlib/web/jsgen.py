@@ -162,7 +162,7 @@ def catalogue_json() -> dict[str, Any]:
     from ..catalog.hardware import GPUS
     from ..core import palette as viz
     from ..core.errors import VramlibError
-    from ..memory import activations, inference, training
+    from ..memory import activations, inference, step, training
 
     precs = {}
     kv_formats = []
@@ -187,7 +187,8 @@ def catalogue_json() -> dict[str, Any]:
             "ATTENTION": list(inference.ATTENTION), "RECOMPUTE": list(activations.RECOMPUTE),
             "ACTIVATION_STYLES": list(activations.ACTIVATION_STYLES), "METHODS": list(training.METHODS),
             "LORA_TARGETS": list(training.LORA_TARGETS), "TRAINING_PRECISIONS": list(training.TRAINING_PRECISIONS),
-            "FP32_BYTES": precision.FP32_BYTES,
+            "FP32_BYTES": precision.FP32_BYTES, "SCOPES": list(activations.SCOPES + activations.STEP_SCOPES),
+            "LORA_DTYPES": list(step.LORA_DTYPES), "PEAKS": list(step.PEAKS), "AUTOCAST": step.AUTOCAST,
         },
         "serving": _module_constants("serving", ("GRAPH_ACCOUNTING", "UNUSED_KEY")),
         "parallel": {**_module_constants("parallel", (

@@ -49,7 +49,7 @@
     var seq = VL.checkPositiveInt("seq", o.seq);
     var batch = VL.checkPositiveInt("batch", pick("batch"));
     var style = VL.checkChoice("style", pick("style"), C.ACTIVATION_STYLES);
-    var scope = VL.checkChoice("scope", pick("scope"), ["layer", "model"]);
+    var scope = VL.checkChoice("scope", pick("scope"), C.SCOPES);
     var recompute = VL.checkChoice("recompute", pick("recompute"), C.RECOMPUTE);
     var attention = VL.checkChoice("attention", pick("attention"), C.ATTENTION);
     var tp = VL.checkPositiveInt("tp", o.tp === undefined ? 1 : o.tp);
@@ -57,7 +57,12 @@
     if (typeof sp !== "boolean") { throw VL.invalid("sequence_parallel", sp, "must be True or False"); }
     if (tp > 1) { VL.checkTp("tp", tp, m.name, m.spec.n_heads, m.spec.n_kv_heads); }
     var how = { style: style, scope: scope, recompute: recompute, attention: attention, tp: tp, sequence_parallel: sp, b_a: 0 };
-    if (style === "megatron") { return PY.saved_bytes(m.sym, seq, batch, how, []); }
+    if (style === "megatron") {
+      if (C.SCOPES.indexOf(scope) > 1) {
+        throw VL.invalid("scope", scope, "style='megatron' gives 'layer' or 'model' (the paper's peak); the step's phases are style='hf'");
+      }
+      return PY.saved_bytes(m.sym, seq, batch, how, []);
+    }
     if (tp !== 1 || sp) {
       throw VL.invalid(tp !== 1 ? "tp" : "sequence_parallel", tp !== 1 ? tp : sp,
         "style='hf' models one device; tensor/sequence parallelism is style='megatron'");
@@ -74,41 +79,80 @@
     return out;
   }
 
-  /* training._model_state_parts (training.model_state_parts) */
-  function modelStates(m, o, prec, method) {
-    var conv = D.conventions[VL.checkChoice("convention", o.convention, Object.keys(D.conventions))];
-    var setup = { method: method, dtype: prec.name, conv: conv, fp32: C.FP32_BYTES, base: [], base_label: "" };
-    var width = PY.state_width(conv, prec.name);
+  /* training._model_state_parts (training.model_state_parts); dtype: the trainable parameters' */
+  function modelStates(m, o, dtype, method) {
+    var conv = D.conventions[o.convention];
+    var setup = { method: method, dtype: dtype, conv: conv, fp32: C.FP32_BYTES, base: [], base_label: "" };
+    var width = PY.state_width(conv, dtype);
     if (method === "full") {
       setup.n_t = VL.weightParams(m);
       setup.optimizer = VL.optimizerStateBytes(m, o.optimizer, null, null, undefined, width);
-      if (conv.gather_buffer_per_param && prec.name !== "fp32") { setup.largest = PY.largest_module(m, 1, 1, "all"); }
+      if (conv.gather_buffer_per_param && dtype !== "fp32") { setup.largest = PY.largest_module(m, 1, 1, "all"); }
     } else {
-      setup.base_label = o.base_weights || (method === "qlora" ? "nf4-dq" : prec.name);
-      setup.base = VL.weightsDetail(m, setup.base_label);
+      setup.base = VL.weightsDetail(m, setup.base_label = baseFormat(o, method));
       setup.n_t = VL.loraParams(m, o.lora_rank, o.lora_targets);
       setup.optimizer = VL.optimizerStateBytes(m, o.optimizer, null, o.lora_rank, o.lora_targets, width);
     }
     return PY.model_state_parts(setup);
   }
 
-  /* training.training_memory */
+  function baseFormat(o, method) {  /* Workload.base_format */
+    return o.base_weights || (method === "qlora" ? "nf4-dq" : VL.getPrecision(o.precision).name);
+  }
+
+  /* training.training_memory (step.step_settings, step_problem, step_parts; training.training_parts) */
   VL.trainingMemory = function (m, o) {
     o = withDefaults(o);
     var method = VL.checkChoice("method", o.method, C.METHODS);
-    D.conventions[VL.checkChoice("convention", o.convention, Object.keys(D.conventions))];
+    var autocast = o.convention === C.AUTOCAST;
+    if (autocast) { o = Object.assign({}, o, { convention: "mixed-fp32-master" }); }
+    VL.checkChoice("convention", o.convention, Object.keys(D.conventions));
     var prec = VL.getPrecision(o.precision, "precision");
     if (C.TRAINING_PRECISIONS.indexOf(prec.name) < 0) {
       throw VL.invalid("precision", o.precision, "training computes in bf16, fp16 or fp32");
     }
     VL.checkChoice("attention", o.attention, C.ATTENTION);
-    VL.checkChoice("recompute", o.recompute, C.RECOMPUTE);
-    var states = modelStates(m, o, prec, method);
-    var act = VL.activationBytes(m, { seq: o.seq, batch: o.micro_batch, dtype: prec.name, attention: o.attention,
-      recompute: o.recompute, style: o.activation_style, scope: "model" });
-    var got = PY.training_parts(m.name, states, act, VL.parseMemory(o.reserve, "reserve"),
-      [o.method, o.precision, o.optimizer, o.convention, o.seq, o.micro_batch, o.recompute]);
-    return new VL.Breakdown(got[0], got[1]);
+    var recompute = VL.checkChoice("recompute", o.recompute, C.RECOMPUTE);
+    var batch = VL.checkPositiveInt("micro_batch", o.micro_batch);
+    var loraDtype = VL.checkChoice("lora_dtype", o.lora_dtype, C.LORA_DTYPES);
+    var peak = VL.checkChoice("peak", o.peak, C.PEAKS);
+    var impl = o.optimizer_impl === undefined ? null : o.optimizer_impl;
+    if (impl !== null) {
+      VL.raiseProblem(PY.impl_problem(o.optimizer, impl));
+      impl = VL.checkChoice("optimizer_impl", impl, VL.shared.STEP_IMPLS[o.optimizer]);
+    }
+    var style = VL.checkChoice("activation_style", o.activation_style, ["auto"].concat(C.ACTIVATION_STYLES));
+    style = PY.activation_style_for(m.spec, style, true)[0];
+    var st = PY.step_settings(o, prec.name, style, recompute, batch, autocast, loraDtype, impl);
+    VL.raiseProblem(PY.autocast_problem(m.spec, st));
+    var states = modelStates(m, o, st.trainable_dtype, method);
+    var problem = peak === "step" ? PY.step_problem(m.spec, st) : null;
+    var labels = [o.method, o.precision, o.optimizer, autocast ? C.AUTOCAST : o.convention, o.seq, batch, recompute];
+    var reserve = VL.parseMemory(o.reserve, "reserve");
+    var acts = function (scope) {
+      return VL.activationBytes(m, { seq: o.seq, batch: batch, dtype: prec.name, attention: o.attention,
+        recompute: recompute, style: style, scope: scope });
+    };
+    if (peak === "sum" || problem) {
+      var act = acts("model") + (autocast ? PY.autocast_extra(m, VL.groupsDict(VL.paramGroups(m)), o.seq, batch,
+        activationDtypeBytes(prec.name)) : 0);
+      var got = PY.training_parts(m.name, states, act, reserve, labels);
+      var sum = new VL.Breakdown(got[0], got[1]);
+      sum.peak_phase = null;
+      return sum;
+    }
+    st.act = acts("end-of-forward");
+    st.rerun = acts("rerun");
+    st.b_a = activationDtypeBytes(prec.name);
+    st.reserve = reserve;
+    st.n_t = method === "full" ? VL.weightParams(m) : VL.loraParams(m, o.lora_rank, o.lora_targets);
+    st.width = PY.state_width(D.conventions[o.convention], st.trainable_dtype);
+    st.lora = method === "full" ? null : PY.lora_step_values(m, VL.loraModules(m, o.lora_targets), o.lora_rank, loraDtype);
+    var res = PY.step_parts(m, VL.groupsDict(VL.paramGroups(m)), states, st);
+    var bd = new VL.Breakdown(res[0], PY.step_title(m.name, labels, st, res[2]));
+    bd.phases = res[1];
+    bd.peak_phase = res[2];
+    return bd;
   };
 
   /* training_feasibility.max_seq_for_training (the secant search on the activations, then confirmed) */
@@ -118,12 +162,16 @@
     var fits = function (n) { return VL.trainingMemory(m, Object.assign({}, o, { seq: n })).total <= cap; };
     var base = VL.trainingMemory(m, Object.assign({}, o, { seq: 1 }));
     if (base.total > cap) { return 0; }
-    var fixed = base.total - base.get("activations"), kw = withDefaults(o);
-    var dtype = VL.getPrecision(kw.precision).name;
-    var total = function (n) {
-      return fixed + VL.activationBytes(m, { seq: n, batch: kw.micro_batch, dtype: dtype, attention: kw.attention,
-        recompute: kw.recompute, style: kw.activation_style, scope: "model" });
-    };
+    var kw = withDefaults(o), total;
+    if (base.peak_phase !== null) {     /* priced by its phases: several terms grow with the sequence */
+      total = function (n) { return VL.trainingMemory(m, Object.assign({}, o, { seq: n })).total; };
+    } else {
+      var fixed = base.total - base.get("activations"), dtype = VL.getPrecision(kw.precision).name;
+      total = function (n) {
+        return fixed + VL.activationBytes(m, { seq: n, batch: kw.micro_batch, dtype: dtype, attention: kw.attention,
+          recompute: kw.recompute, style: kw.activation_style, scope: "model" });
+      };
+    }
     var n = PY.largest_by_secant(total, cap, limit, DF["training_feasibility._largest_by_secant"].probe);
     if (n === limit || (fits(n) && !fits(n + 1))) { return n; }
     return VL.largestFitting(fits, 1, null, limit);
@@ -137,7 +185,8 @@
     var seq = VL.checkPositiveInt("seq", a.seq);
     var kw = { method: a.method, precision: a.precision, optimizer: a.optimizer, convention: a.convention,
       recompute: a.recompute, attention: a.attention, lora_rank: a.lora_rank, lora_targets: pick("lora_targets"),
-      micro_batch: a.micro_batch, activation_style: pick("activation_style"), reserve: pick("reserve") };
+      micro_batch: a.micro_batch, activation_style: pick("activation_style"), reserve: pick("reserve"),
+      peak: pick("peak"), lora_dtype: pick("lora_dtype"), optimizer_impl: pick("optimizer_impl") };
     var bd = VL.trainingMemory(m, Object.assign({ seq: seq }, kw));
     var longest = VL.maxSeqForTraining(m, card.memory_bytes, kw);
     return [bd, card.memory_bytes, PY.training_verdict(card.key, card.memory_bytes - bd.total, a.micro_batch, longest,
