@@ -47,6 +47,7 @@ BASE: dict[str, tuple[tuple, dict]] = {
     "weights_detail": ((M7,), dict(dtype="int4")),
     "bytes_per_param": ((), dict(convention="source-12")),
     "cost_per_million_tokens": ((1000.0, A100), dict(n_gpus=2)),
+    "cuda_overheads": ((M7, A100), dict(dtype="bf16", seq=2048, batch=1, training=True, expandable_segments=False)),
     "decode_curve": ((M7, A100, [1, 8]), {}),
     "deepspeed_zero2_estimate": ((7 * 10**9,), dict(num_gpus_per_node=8)),
     "deepspeed_zero3_estimate": ((7 * 10**9,), dict(largest_layer_params=10**8, num_gpus_per_node=8)),

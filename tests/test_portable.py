@@ -42,6 +42,21 @@ def test_largest_module_is_one_rule():
     assert len(reqs) > 50 and not bad, bad[:3]
 
 
+def test_allocator_rules_are_one_rule():
+    """The caching allocator's segments, rounding, best fit and splitting (memory.allocator.reserved_for) give the
+    same bytes in the browser, for the model-loading sequences the book prices and edge cases around each limit."""
+    from vramlib.memory import allocator as AL
+
+    mib = 2 ** 20
+    cases = [[16 * mib] * 8, [4 * mib] * 6, [10 * mib + 1] * 3, [1000] * 300, [0, 1, 511, 512, 513],
+             [19 * mib + 512, 20 * mib], [mib, mib + 1, 10 * mib - 1, 10 * mib, 2 * mib + 3]]
+    cases += [[v for _, v in AL.weight_tensors(m, "bf16")] for m in ("llama-3.1-8b", "qwen2.5-0.5b")]
+    reqs = [f"VL.py.reserved_for({js(c)}, {js(e)})" for c in cases for e in (False, True)]
+    want = [AL.reserved_for(c, e) for c in cases for e in (False, True)]
+    got = run_js(reqs)
+    assert [g.get("ok", g) for g in got] == want
+
+
 PRIMES = [101, 103, 107, 109, 113, 127, 131, 137, 139, 149, 151, 157, 163, 167, 173, 179, 181, 191, 193, 197]
 
 

@@ -211,6 +211,10 @@ def test_published_errors():
     assert rows["megatron-fp16-fp16grads"]["error"] == -0.2
     assert rows["zero-gpt2-1.5b-activations"]["error"] > 3
     assert rows["qlora-65b-48gb"]["verdict"] == "fits"
+    for k in ("torchtune-llama31-8b-lora-4090", "torchtune-llama31-8b-qlora-4090"):   # explained, not modelled
+        assert 0.05 < rows[k]["error"] < 0.25, k
+        assert "LinearCrossEntropyLoss" in rows[k]["why"]
+        assert any(n.startswith("peak: sum of parts") for n in V.published_prediction(V.published_entry(k)).notes)
     s = V.published_stats()
     assert s["n"] >= 10 and s["median"] < 0.01 and s["worst"] == "zero-gpt2-1.5b-activations"
     m = V.published_stats(("measurement",))

@@ -25,7 +25,7 @@ __all__ = [
     "PipelineBalance", "PlanMemory", "PlanSearch", "PlanSpace", "Precision", "Recommendation", "Roofline",
     "ServingCapacity", "ServingConfig", "UnknownNameError", "VramlibError", "Workload", "activation_bytes", "balance_pipeline",
     "bookshelf_alt_text", "bookshelf_pair", "bookshelf_stack",
-    "bytes_per_param", "catalogue", "component_summary", "cost_per_million_tokens", "decode_curve",
+    "bytes_per_param", "catalogue", "component_summary", "cost_per_million_tokens", "cuda_overheads", "decode_curve",
     "deepspeed_zero2_estimate", "deepspeed_zero3_estimate", "design_levers", "draw_bookshelf", "equal_params_shape",
     "equal_params_shapes", "evaluate_design", "fit_inference", "fit_map", "fit_training", "fmt_bytes", "gb",
     "get_gpu", "get_model", "get_precision", "gib", "implied_coefficient", "inference_memory", "inference_memory_tp",

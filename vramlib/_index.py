@@ -41,6 +41,7 @@ DEFINED_IN = {
     'catalogue': 'vramlib.catalog.models',
     'component_summary': 'vramlib.explain.validation',
     'cost_per_million_tokens': 'vramlib.serve.serving',
+    'cuda_overheads': 'vramlib.memory.allocator',
     'decode_curve': 'vramlib.serve.serving',
     'deepspeed_zero2_estimate': 'vramlib.plans.parallel',
     'deepspeed_zero3_estimate': 'vramlib.plans.parallel',
@@ -110,6 +111,7 @@ DEFINED_IN = {
 
 MODULES = {
     'activations': 'vramlib.memory.activations',
+    'allocator': 'vramlib.memory.allocator',
     'api': 'vramlib.core.api',
     'audit': 'vramlib.explain.audit',
     'bookshelf': 'vramlib.explain.bookshelf',

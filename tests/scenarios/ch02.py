@@ -40,6 +40,13 @@ def expected(p: dict) -> dict:
         "q2_max_eager_full_card": TF.max_seq_for_training(real, card.key, recompute="full",
                                                           **(real_kw | {"attention": "eager"})),
     }
+    step = real_kw | {"peak": "step"}
+    peak_long = vl.training_memory(real, seq=p["seq_long"], recompute="full", **step)
+    out.update(q2_step_max_none_card=TF.max_seq_for_training(real, card.key, recompute="none", **step),
+               q2_step_max_full_card=TF.max_seq_for_training(real, card.key, recompute="full", **step),
+               q2_step_long_gb=vl.gb(peak_long.total), q2_step_long_phase=peak_long.peak_phase)
+    # peft's fp32 adapter inputs and the loss's two fp32 T x V gradients: here the phases need more than the sum
+    assert out["q2_step_max_none_card"] <= out["q2_max_none_card"]
     for key in ("short", "mid", "long"):
         n = p[f"seq_{key}"]
         out[f"q2_kv_{key}_gb"] = vl.gb(vl.kv_cache_bytes(m, n))

@@ -371,12 +371,12 @@ def lora_step_values(m, mods, rank, lora_dtype):
 
 
 def largest_tensor_elements(model: ModelSpec | str) -> int:
-    """:func:`largest_tensor` of a model given by name or spec."""
+    """``largest_tensor`` of a model given by name or spec."""
     return largest_tensor(get_model(model).view())
 
 
 def autocast_cast_elements(model: ModelSpec | str) -> int:
-    """:func:`cast_elements` of a model given by name or spec."""
+    """``cast_elements`` of a model given by name or spec."""
     return cast_elements(get_model(model).param_groups())
 
 

@@ -522,7 +522,7 @@ def training_memory(model: ModelSpec | str, workload: Workload | None = None, mi
     sequences at a time with ``recompute`` none | selective | full.
 
     ``method``: full | lora | qlora. ``base_weights``: storage of frozen base weights (lora: ``precision``;
-    qlora: ``nf4-dq``). ``convention``: a key of :data:`CONVENTIONS`, or ``fp32-autocast`` (fp32 weights under CUDA
+    qlora: ``nf4-dq``). ``convention``: a key of ``CONVENTIONS``, or ``fp32-autocast`` (fp32 weights under CUDA
     autocast, :data:`vramlib.memory.step.AUTOCAST`). ``lora_rank`` is at most min(in, out) of every targeted
     module; duplicate ``lora_targets`` count once. ``lora_dtype``: fp32 | bf16, the adapters' dtype (peft's default
     fp32: 4 + 4 B of adapter and gradient, no master copy). ``optimizer_impl``: foreach | fused | for-loop
