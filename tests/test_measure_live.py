@@ -2,28 +2,18 @@
 vramlib or the stored JSON drifts from what the libraries really allocate."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 import vramlib as vl
+from measure_tool import tool
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-TOOLS = Path(__file__).resolve().parents[1] / "tools" / "measure"
 MEASURED = Path(vl.__file__).parent / "data" / "measured"
-
-
-def _tool(name: str):
-    spec = importlib.util.spec_from_file_location(f"measure_{name}", TOOLS / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _stored(name: str) -> dict:
@@ -32,7 +22,7 @@ def _stored(name: str) -> dict:
 
 @pytest.fixture(scope="module")
 def kv():
-    return _tool("kv_cache")
+    return tool("kv_cache")
 
 
 @pytest.mark.parametrize("name", ["llama-gqa", "llama-mqa", "gemma2", "phi3", "falcon-mqa", "gpt2"])
@@ -66,7 +56,7 @@ def test_kv_sliding_window_live(kv):
 @pytest.fixture(scope="module")
 def lora():
     pytest.importorskip("peft")
-    return _tool("lora")
+    return tool("lora")
 
 
 @pytest.mark.parametrize("name", ["llama-gqa", "qwen2", "phi3", "mixtral"])
@@ -93,7 +83,7 @@ def test_lora_saved_bytes_live(lora, pick):
 
 
 def test_optimizer_live():
-    opt = _tool("optimizer")
+    opt = tool("optimizer")
     stored = _stored("optimizer")
     for setup in ("fp32", "bf16", "autocast", "adafactor-bf16"):
         r = opt.measure(setup)
@@ -103,7 +93,7 @@ def test_optimizer_live():
 
 
 def test_cuda_script_without_cuda_prints_its_plan_and_writes_nothing(capsys, tmp_path):
-    cm = _tool("cuda_memory")
+    cm = tool("cuda_memory")
     p = cm.plan()
     assert p["inference"]["weights_predicted"] == vl.weights_bytes(cm.cut(cm.INFER_LAYERS), "bf16")
     assert [r["tokens"] for r in p["inference"]["runs"]] == list(cm.INFER_TOKENS)
@@ -116,7 +106,7 @@ def test_cuda_script_without_cuda_prints_its_plan_and_writes_nothing(capsys, tmp
 
 
 def test_cuda_script_simulated_on_cpu():
-    cm = _tool("cuda_memory")
+    cm = tool("cuda_memory")
     result = cm.run(simulate=True)
     assert result["errors"] == {} and result["device"] == "cpu"
     assert len(result["inference"]["runs"]) == 2 and len(result["training"]["runs"]) == len(cm.TRAIN_SETUPS)
@@ -125,7 +115,7 @@ def test_cuda_script_simulated_on_cpu():
 
 
 def test_run_all_lists_every_script():
-    ra = _tool("run_all")
+    ra = tool("run_all")
     cmds = [Path(c[1]).stem for c in ra.commands(cuda=False)]
     optional = [name for name, package in ra.OPTIONAL.items() if ra.installed(package)]
     assert cmds == list(ra.CPU_SCRIPTS) + optional + ["cuda_memory"]

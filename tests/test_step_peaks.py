@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import json
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import vramlib as vl
 from vramlib import validation as V
 from vramlib.core.errors import VramlibError
 from vramlib.memory import step as S
+from measure_tool import tool
 
 step = functools.partial(vl.training_memory, peak="step")
 """training_memory priced by its phases (its default is the sum of parts)."""
@@ -23,11 +23,7 @@ ROWS = V.load_measured("step_peaks")["rows"]
 
 
 def test_the_stored_cases_are_the_harness_cases():
-    sys.path.insert(0, str(ROOT / "tools" / "measure"))
-    try:
-        import step_peaks
-    finally:
-        sys.path.pop(0)
+    step_peaks = tool("step_peaks")
     assert [r["id"] for r in ROWS] == [i for i in step_peaks.CASES if i in {r["id"] for r in ROWS}]
     assert len(ROWS) >= 30
     data = json.loads((ROOT / "vramlib" / "data" / "measured" / "step_peaks.json").read_text())

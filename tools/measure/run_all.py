@@ -21,11 +21,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
-CPU_SCRIPTS = ("param_counts", "saved_tensors", "kv_cache", "architectures", "peaks", "step_peaks", "lora",
-               "optimizer")
+CPU_SCRIPTS = ("param_counts", "saved_tensors", "kv_cache", "architectures", "peaks", "step_peaks", "fsdp_peaks",
+               "lora", "optimizer")
 """In order; each supports --check. Quick modes exist for saved_tensors, kv_cache, architectures, peaks and lora."""
 QUICK = {"saved_tensors": ["--quick"], "kv_cache": ["--quick"], "architectures": ["--quick"], "peaks": ["--quick"],
-         "step_peaks": ["--check"],
+         "step_peaks": ["--check"], "fsdp_peaks": ["--check"],
          "lora": ["--quick"],
          "param_counts": ["--check", "--only", "llama-2-7b"], "optimizer": ["--check"]}
 OPTIONAL = {"bnb_int8": "bitsandbytes"}

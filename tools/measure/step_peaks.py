@@ -39,7 +39,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
-from _offline import ROOT, header, language_model_config, write_json
+from _offline import ROOT, cases_main, header, language_model_config, run_cases, write_json
 
 OUT = ROOT / "vramlib" / "data" / "measured" / "step_peaks.json"
 COMMAND = "python tools/measure/step_peaks.py"
@@ -343,25 +343,7 @@ def _child(ids: list[str], real: bool = False) -> None:
 
 def run(ids: list[str], jobs: int, real: bool = False) -> list[dict]:
     """Each case in a fresh process (``jobs`` at a time), so one case's state never leaks into another's."""
-    import subprocess
-
-    rows, pending, running = [], list(ids), []
-    while pending or running:
-        while pending and len(running) < jobs:
-            i = pending.pop(0)
-            cmd = [sys.executable, __file__, "--child", i] + (["--real-cuda"] if real else [])
-            running.append((i, subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)))
-        time.sleep(0.5)
-        for item in list(running):
-            i, proc = item
-            if proc.poll() is not None:
-                out = proc.stdout.read().strip().splitlines()
-                row = json.loads(out[-1]) if out else {"id": i, "not_measured": f"process exited {proc.returncode}"}
-                print(f"{i}: {row.get('peak_bytes', row.get('not_measured'))} ({row.get('seconds')} s)",
-                      file=sys.stderr, flush=True)
-                rows.append(row)
-                running.remove(item)
-    return rows
+    return run_cases(__file__, ids, jobs, ("--real-cuda",) if real else ())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -379,19 +361,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.real_cuda:
         return real_main(args)
-    if args.list:
-        print("\n".join(CASES))
-        return 0
-    for i in (args.only or []) + (args.check or []):
-        if i not in CASES:
-            print(f"unknown case id {i!r}; see --list", file=sys.stderr)
-            return 2
-    if args.check is not None:
-        stored = {r["id"]: r for r in json.loads(OUT.read_text())["rows"]}
-        got = {r["id"]: r for r in run(args.check or list(QUICK), args.jobs)}
-        diff = [i for i in got if got[i].get("peak_bytes") != stored.get(i, {}).get("peak_bytes")]
-        print("step_peaks: " + ("differs: " + ", ".join(diff) if diff else f"{len(got)} rows reproduce"))
-        return 1 if diff else 0
     data = header(COMMAND, "fake cuda (FakeTensorMode, c10 fake guard) under MemTracker",
                   "Ground truth only. peak_bytes = MemTracker's peak total on the fake cuda device; 'peak' splits it by "
                   "category, 'where' says in which phase, module and operator it happened, 'phase_peaks' the largest "
@@ -400,11 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     import peft
 
     data["peft"] = peft.__version__
-    old = {r["id"]: r for r in json.loads(OUT.read_text())["rows"]} if args.only and OUT.exists() else {}
-    new = {r["id"]: r for r in run(args.only or list(CASES), args.jobs)}
-    data["rows"] = [new.get(i) or old[i] for i in CASES if i in new or i in old]
-    write_json(OUT, data)
-    return 0
+    return cases_main(args, "step_peaks", CASES, QUICK, OUT, run, data)
 
 
 def real_main(args) -> int:

@@ -33,7 +33,7 @@ from ..catalog.hardware import get_gpu
 from ..memory.inference import (inference_memory, kv_bytes_per_token, kv_cache_bytes, prefill_workspace_bytes,
                                 weights_bytes)
 from ..catalog.models import ModelSpec, get_model, model_names
-from ..plans.parallel import deepspeed_zero3_estimate, zero_model_states
+from ..plans.parallel import deepspeed_zero3_estimate, plan_memory, zero_model_states
 from ..catalog.precision import get_precision
 from ..core.symbols import E as S_E, b_a as S_ba
 from ..memory.training import CONVENTIONS, adamw_bytes_per_param, lora_params, optimizer_state_bytes, \
@@ -41,8 +41,8 @@ from ..memory.training import CONVENTIONS, adamw_bytes_per_param, lora_params, o
 from ..memory.step import OPTIMIZER_IMPLS
 from ..core.units import GB, GiB, gb
 
-MEASUREMENTS = ("param_counts", "saved_bytes", "kv_cache", "architectures", "peaks", "step_peaks", "lora", "optimizer",
-                "cuda_memory")
+MEASUREMENTS = ("param_counts", "saved_bytes", "kv_cache", "architectures", "peaks", "step_peaks", "fsdp_peaks", "lora",
+                "optimizer", "cuda_memory")
 """The measurement files in ``data/measured/`` (``cuda_memory`` exists only after a run on a GPU)."""
 
 COMPONENTS = ("parameters", "KV cache", "KV per token (config)", "activations (hf)", "activations (megatron)",
@@ -427,6 +427,51 @@ def step_inference_rows() -> list[Row]:
         pred = inference_memory(r["model"], "bf16", "bf16", r["seq"], r["batch"], "sdpa", 0, logits=r["logits"]).total
         out.append(Row("inference peak (fake CUDA)", r["id"], r["peak_bytes"], pred,
                        f"{r['seq']:,} tokens, {r['logits']} logits"))
+    return out
+
+
+def fsdp_gap(row: dict) -> str | None:
+    """Why a measured FSDP2 rank (``fsdp_peaks.json``) has no plan to compare with, in one line, or None."""
+    if "not_measured" in row:
+        return "not measured: " + row["not_measured"]
+    if row["precision"] != "pure-bf16":
+        return "fp32 shards under FSDP2's bf16 mixed precision: no plan convention describes them yet"
+    return None
+
+
+def _fsdp_plan(row: dict):
+    """plan_memory for a measured FSDP2 rank: ZeRO-3 (or, for FSDP2 without resharding after forward, ZeRO-2),
+    the pure-bf16 convention, the hf accounting, the default buckets, no reserve."""
+    return plan_memory(row["model"], dp=row["dp"], zero=3 if row["reshard"] == "zero3" else 2, seq=row["seq"],
+                       micro_batch=row["batch"], convention="pure-bf16", recompute=row["recompute"],
+                       activation_style="hf", reserve=0)
+
+
+def fsdp_rows() -> list[Row]:
+    """One rank of FSDP2 data parallelism at full size on the fake CUDA device (``fsdp_peaks.json``) against
+    ``plan_memory``'s sum of parts: what the plans' phases, not modelled yet, have to correct."""
+    out = []
+    for r in load_measured("fsdp_peaks")["rows"]:
+        if fsdp_gap(r):
+            continue
+        note = f"peak in the {r['phase']}" + ("; FSDP2 without resharding after forward, priced as ZeRO-2"
+                                              if r["reshard"] == "zero2" else "")
+        out.append(Row("data-parallel step, plan_memory's sum (FSDP2, fake CUDA)", r["id"], r["peak_bytes"],
+                       _fsdp_plan(r).peak.total, note))
+    return out
+
+
+def fsdp_table() -> list[dict]:
+    """Every measured FSDP2 rank: the case, the peak and its phase, the steady state, the sharded parameters and
+    optimizer states, and plan_memory's sum of parts with its error -- or why there is none."""
+    pred = {r.id: r for r in fsdp_rows()}
+    out = []
+    for r in load_measured("fsdp_peaks")["rows"]:
+        p, gap = pred.get(r["id"]), fsdp_gap(r)
+        out.append({"case": r["id"].split("/", 1)[1], "peak GB": None if "not_measured" in r else gb(r["peak_bytes"]),
+                    "phase": r.get("phase"), "steady GB": gb(r["steady"]["Total"]) if "steady" in r else None,
+                    "plan_memory GB": gb(p.predicted) if p else None, "error %": 100 * p.error if p else None,
+                    "note": gap or ""})
     return out
 
 
@@ -911,6 +956,7 @@ __all__ = [
     "published_entry", "published_measured", "published_prediction", "published_predictions",
     "published_rows",
     "published_stats", "published_table", "real_setup_bytes", "fake_cuda_cpu_check", "step_inference_rows",
+    "fsdp_gap", "fsdp_rows", "fsdp_table",
     "step_peak_gap", "step_peak_rows", "step_peak_table", "step_sum_rows", "lora_sum_error", "bnb8_state_row",
     "step_peak_summary",
 ]
