@@ -39,7 +39,7 @@ Owned here: the expressions, the implementations' temporaries, and the portable 
 which :func:`vramlib.memory.training.training_memory` (``peak="step"``, its default) and the static calculators call.
 This module imports no training code: ``training_memory`` assembles the states and activations and calls it.
 
-Used in: chapters 2, 3, 4, 9, 10, 15 (through ``training_memory``) and 16.
+Used in: chapters 2, 4, 9, 10, 15 (through ``training_memory``) and 16.
 """
 from __future__ import annotations
 
