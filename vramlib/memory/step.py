@@ -36,7 +36,7 @@ optimizers, the megatron accounting, LoRA on other targets or with selective rec
 
 Owned here: the expressions, the implementations' temporaries, and the portable rules that apply them
 (``step_problem``: where the phases are modelled; ``step_parts``: the phases, the peak and the tensors alive then),
-which :func:`vramlib.memory.training.training_memory` (``peak="step"``, its default) and the static calculators call.
+which :func:`vramlib.memory.training.training_memory` (with ``peak="step"``) and the static calculators call.
 This module imports no training code: ``training_memory`` assembles the states and activations and calls it.
 
 Used in: chapters 2, 4, 9, 10, 15 (through ``training_memory``) and 16.
@@ -148,11 +148,6 @@ AUTOCAST_FAMILIES = ("llama", "mistral", "qwen2", "yi")
 projections and a dense MLP."""
 
 
-def default_impl(optimizer: str) -> str:
-    """The implementation an optimizer uses when none is named (the first of ``OPTIMIZER_IMPLS[optimizer]``)."""
-    return next(iter(OPTIMIZER_IMPLS[optimizer]))
-
-
 def check_impl(optimizer: str, impl: str | None) -> str | None:
     """``impl`` checked against the optimizer's implementations (one line naming them); None stays None (the
     optimizer's default, or no phase model where the optimizer has none)."""
@@ -181,8 +176,8 @@ share(STEP_PHASES=PHASES, STEP_BACKWARD_START=BACKWARD_START, STEP_LOSS_GRADIENT
       STEP_TEMPORARIES={f"{o}|{i}": impl.temporaries for o, d in OPTIMIZER_IMPLS.items() for i, impl in d.items()},
       STEP_IMPLS={o: list(d) for o, d in OPTIMIZER_IMPLS.items()}, STEP_OPTIMIZERS=list(OPTIMIZER_IMPLS),
       STEP_PHASE_NAMES=list(PHASE_NAMES), AUTOCAST_FAMILIES=list(AUTOCAST_FAMILIES),
-      AUTOCAST_EXTRA_CASTS=AUTOCAST_EXTRA_CASTS, LINEAR_GROUPS=["attn_q", "attn_k", "attn_v", "attn_o", "mlp_gate",
-                                                                "mlp_up", "mlp_down", "router"])
+      AUTOCAST_EXTRA_CASTS=AUTOCAST_EXTRA_CASTS,
+      LINEAR_GROUPS=[g for g in shared("CLASSIC_GROUP_NAMES") if g not in ("norm", "bias")])
 
 
 @portable
@@ -271,12 +266,19 @@ def cast_elements(groups):
 
 
 @portable
-def autocast_extra(m, groups, seq, batch, b_a):
-    """What fp32 weights under autocast save beyond the same step in ``b_a`` (``HF_AUTOCAST_EXTRA``)."""
+def step_symbols(m, seq, batch, b_a):
+    """The model's symbol values with the step's batch, sequence and activation width (a fresh dict)."""
     sym = dict(m["sym"])
     sym["b"] = batch
     sym["s"] = seq
     sym["b_a"] = b_a
+    return sym
+
+
+@portable
+def autocast_extra(m, groups, seq, batch, b_a):
+    """What fp32 weights under autocast save beyond the same step in ``b_a`` (``HF_AUTOCAST_EXTRA``)."""
+    sym = step_symbols(m, seq, batch, b_a)
     sym["c_in"] = shared("AUTOCAST_EXTRA_CASTS")
     sym["N_c"] = cast_elements(groups)
     return q_ceil(ev("HF_AUTOCAST_EXTRA", None, sym))
@@ -290,10 +292,7 @@ def step_parts(m, groups, states, st):
     (their bytes), ``optimizer`` / ``impl``, ``autocast``, ``lora`` (None or the LoRA values r, I_in, n_ad, z_fp),
     ``recompute``, ``reserve``. Phases and steady include the reserve; parts are the held states, then the tensors
     alive at the peak phase, then the reserve."""
-    sym = dict(m["sym"])
-    sym["b"] = st["batch"]
-    sym["s"] = st["seq"]
-    sym["b_a"] = st["b_a"]
+    sym = step_symbols(m, st["seq"], st["batch"], st["b_a"])
     act = st["act"]
     rerun = st["rerun"]
     held = 0

@@ -391,9 +391,15 @@ class Workload(Settings):
         return parse_memory(self.reserve, field="reserve")
 
     def base_format(self) -> str:
-        """Storage of the frozen base weights of a LoRA/QLoRA step: ``base_weights``, else nf4-dq (qlora) or the
-        compute precision (lora)."""
-        return self.base_weights or ("nf4-dq" if self.method == "qlora" else self.dtype)
+        """Storage of the frozen base weights of a LoRA/QLoRA step (:func:`base_format_of`)."""
+        return base_format_of(self.method, self.base_weights, self.dtype)
+
+
+@portable
+def base_format_of(method, base_weights, dtype):
+    """Storage of the frozen base weights of a LoRA/QLoRA step: ``base_weights``, else nf4-dq (qlora) or the
+    compute dtype (lora)."""
+    return base_weights or ("nf4-dq" if method == "qlora" else dtype)
 
 
 WORKLOAD_FIELDS = tuple(x.name for x in fields(Workload))
@@ -528,11 +534,11 @@ def training_memory(model: ModelSpec | str, workload: Workload | None = None, mi
     fp32: 4 + 4 B of adapter and gradient, no master copy). ``optimizer_impl``: foreach | fused | for-loop
     (:data:`vramlib.memory.step.OPTIMIZER_IMPLS`; None: the optimizer's default, torch.optim's foreach).
 
-    ``peak``: ``step`` (default) -- the largest phase of the step as PyTorch allocates it
+    ``peak``: ``sum`` (default) -- every tensor alive at once (the source document's arithmetic); ``step`` -- the
+    largest phase of the step as PyTorch allocates it
     (:data:`vramlib.memory.step.PHASES`, measured at full size; the Breakdown lists the tensors alive then and
     carries ``phases``, ``peak_phase`` and ``steady``); where the phases are not modelled (another accounting, a
     paged optimizer, LoRA on a subset of linears ...) the estimate is the sum of parts and the notes say why.
-    ``sum`` -- every tensor alive at once (the source document's arithmetic).
 
     Recomputation is not always a saving: with a fused q|k|v projection (Phi-3) and eager attention, selective
     recomputation keeps the whole q|k|v output alive (v is a view of it) where eager copies v, so for short

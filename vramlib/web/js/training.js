@@ -89,15 +89,12 @@
       setup.optimizer = VL.optimizerStateBytes(m, o.optimizer, null, null, undefined, width);
       if (conv.gather_buffer_per_param && dtype !== "fp32") { setup.largest = PY.largest_module(m, 1, 1, "all"); }
     } else {
-      setup.base = VL.weightsDetail(m, setup.base_label = baseFormat(o, method));
+      setup.base_label = PY.base_format_of(method, o.base_weights || null, VL.getPrecision(o.precision).name);
+      setup.base = VL.weightsDetail(m, setup.base_label);
       setup.n_t = VL.loraParams(m, o.lora_rank, o.lora_targets);
       setup.optimizer = VL.optimizerStateBytes(m, o.optimizer, null, o.lora_rank, o.lora_targets, width);
     }
     return PY.model_state_parts(setup);
-  }
-
-  function baseFormat(o, method) {  /* Workload.base_format */
-    return o.base_weights || (method === "qlora" ? "nf4-dq" : VL.getPrecision(o.precision).name);
   }
 
   /* training.training_memory (step.step_settings, step_problem, step_parts; training.training_parts) */
