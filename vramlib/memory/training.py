@@ -391,7 +391,7 @@ class Workload(Settings):
         return parse_memory(self.reserve, field="reserve")
 
     def base_format(self) -> str:
-        """Storage of the frozen base weights of a LoRA/QLoRA step (:func:`base_format_of`)."""
+        """Storage of the frozen base weights of a LoRA/QLoRA step (``base_format_of``)."""
         return base_format_of(self.method, self.base_weights, self.dtype)
 
 
