@@ -120,6 +120,43 @@ def test_plan_memory_is_one_model():
     assert len(reqs) > 60 and not bad, bad[:2]
 
 
+STEP_PLANS = [dict(dp=8, zero=3, convention="pure-bf16"), dict(dp=4, zero=3, convention="source-12", recompute="full"),
+              dict(dp=2, zero=3, convention="pure-bf16", micro_batch=4, optimizer_impl="fused", seq=1024),
+              dict(dp=16, zero=3, convention="pure-bf16", optimizer_impl="for-loop", reserve=0),
+              dict(dp=8, zero=3, convention="pure-bf16", optimizer="sgd", recompute="full"),
+              dict(dp=8, zero=2, convention="pure-bf16"), dict(dp=8, zero=3, convention="mixed-fp32-master"),
+              dict(dp=8, zero=3, convention="pure-bf16", buckets="deepspeed"), dict(dp=4, zero=3, n_micro=4),
+              dict(dp=8, zero=3, convention="pure-bf16", optimizer="adafactor")]
+"""peak="step" plans: FSDP2's phases (ZeRO-3, each optimizer implementation, recomputation, micro-batches) and
+the sums of parts they name (other stages, a master copy, DeepSpeed's buckets, gradient accumulation)."""
+
+
+def test_plan_step_peak_is_one_model():
+    """VL.planMemory with peak="step" (the compiled fsdp_problem, plan_step_values, fsdp_parts) gives plan_memory's
+    stage, phases and peak phase to the byte, and the same sums of parts where the phases do not apply."""
+    reqs, want, priced = [], [], 0
+    for spec in _models():
+        for kw in STEP_PLANS:
+            kw = dict(kw, peak="step")
+            try:
+                pm = vl.plan_memory(spec, **kw)
+            except vl.VramlibError as e:
+                want.append(str(e))
+            else:
+                bd = pm.peak
+                priced += bd.peak_phase is not None
+                want.append([bd.title, [[k, v] for k, v in bd.items()], bd.phases or None, bd.peak_phase])
+            plan = {k: v for k, v in kw.items() if k in _PLAN_FIELDS}
+            rest = {k: v for k, v in kw.items() if k not in _PLAN_FIELDS and k != "seq"}
+            reqs.append(f"(function () {{ var bd = VL.planMemory(VL.model({js(model_json(spec))}), VL.parallelPlan("
+                        f"{js(plan)}), {kw.get('seq', 2048)}, {js(rest)}).peak; return [bd.title, bd.parts, bd.phases ? "
+                        "(function () { var o = {}; bd.phases.forEach(function (p) { o[p[0]] = p[1]; }); return o; })()"
+                        " : null, bd.peak_phase === undefined ? null : bd.peak_phase]; })()")
+    got = run_js(reqs)
+    bad = [(r[-160:], g, w) for r, g, w in zip(reqs, got, want) if g.get("ok", g.get("err")) != w]
+    assert len(reqs) > 60 and priced > 15 and not bad, bad[:2]
+
+
 def test_balancer_is_one_algorithm():
     """VL.balancePipeline (the compiled balanced_layers) picks balance_pipeline's split."""
     reqs, want = [], []

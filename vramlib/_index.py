@@ -123,6 +123,7 @@ MODULES = {
     'exercises': 'vramlib.workshop.exercises',
     'feasibility': 'vramlib.solve.feasibility',
     'formulas': 'vramlib.core.formulas',
+    'fsdp': 'vramlib.memory.fsdp',
     'hardware': 'vramlib.catalog.hardware',
     'hf_config': 'vramlib.catalog.hf_config',
     'hub': 'vramlib.catalog.hub',

@@ -439,39 +439,61 @@ def fsdp_gap(row: dict) -> str | None:
     return None
 
 
-def _fsdp_plan(row: dict):
+def _fsdp_plan(row: dict, peak: str = "step"):
     """plan_memory for a measured FSDP2 rank: ZeRO-3 (or, for FSDP2 without resharding after forward, ZeRO-2),
-    the pure-bf16 convention, the hf accounting, the default buckets, no reserve."""
+    the pure-bf16 convention, the hf accounting, the default buckets, no reserve, the case's AdamW implementation;
+    ``peak``: the step's phases (ZeRO-3 as FSDP2, :mod:`vramlib.memory.fsdp`) or the sum of parts."""
     return plan_memory(row["model"], dp=row["dp"], zero=3 if row["reshard"] == "zero3" else 2, seq=row["seq"],
                        micro_batch=row["batch"], convention="pure-bf16", recompute=row["recompute"],
-                       activation_style="hf", reserve=0)
+                       activation_style="hf", reserve=0, peak=peak, optimizer_impl=row["impl"])
 
 
-def fsdp_rows() -> list[Row]:
+def fsdp_rows(peak: str = "step") -> list[Row]:
     """One rank of FSDP2 data parallelism at full size on the fake CUDA device (``fsdp_peaks.json``) against
-    ``plan_memory``'s sum of parts: what the plans' phases, not modelled yet, have to correct."""
+    ``plan_memory`` -- by the step's phases (``peak="step"``; a plan they do not model is its sum of parts, said in
+    the note) or as the sum of parts (``peak="sum"``)."""
     out = []
     for r in load_measured("fsdp_peaks")["rows"]:
         if fsdp_gap(r):
             continue
-        note = f"peak in the {r['phase']}" + ("; FSDP2 without resharding after forward, priced as ZeRO-2"
-                                              if r["reshard"] == "zero2" else "")
-        out.append(Row("data-parallel step, plan_memory's sum (FSDP2, fake CUDA)", r["id"], r["peak_bytes"],
-                       _fsdp_plan(r).peak.total, note))
+        bd = _fsdp_plan(r, peak).peak
+        note = f"peak in the {r['phase']}" + (f"; predicted in the {bd.peak_phase}" if bd.peak_phase else "") + \
+            ("; FSDP2 without resharding after forward, priced as ZeRO-2 (a sum of parts)" if r["reshard"] == "zero2"
+             else "")
+        out.append(Row(f"data-parallel step, plan_memory peak={peak!r} (FSDP2, fake CUDA)", r["id"], r["peak_bytes"],
+                       bd.total, note))
     return out
 
 
+def fsdp_summary() -> dict:
+    """What chapter 16 says of the FSDP2 ranks: the ZeRO-3 ranks priced by the step's phases (``n``, median and max
+    absolute error), the cases measured after the phases were written (``held_out``, their max error), the sum of
+    parts on the same ranks (``sum_median``, ``sum_max``, the model of the furthest, ``sum_worst``)."""
+    rows = {r["id"]: r for r in load_measured("fsdp_peaks")["rows"]}
+    step = [r for r in fsdp_rows("step") if rows[r.id]["reshard"] == "zero3"]
+    total = [r for r in fsdp_rows("sum") if rows[r.id]["reshard"] == "zero3"]
+    held = [r for r in step if rows[r.id].get("held_out")]
+    st, su = error_stats(step), error_stats(total)
+    return {"n": st["n"], "median": st["median"], "max": st["max"], "held_out": len(held),
+            "held_out_max": max(abs(r.error) for r in held), "sum_median": su["median"], "sum_max": su["max"],
+            "sum_worst": max(total, key=lambda r: abs(r.error)).id.split("/")[1]}
+
+
 def fsdp_table() -> list[dict]:
-    """Every measured FSDP2 rank: the case, the peak and its phase, the steady state, the sharded parameters and
-    optimizer states, and plan_memory's sum of parts with its error -- or why there is none."""
-    pred = {r.id: r for r in fsdp_rows()}
+    """Every measured FSDP2 rank: the case, the peak and its phase, the steady state, plan_memory by the step's phases
+    (with the phase it predicts) and as a sum of parts, with their errors -- or why there is none."""
     out = []
     for r in load_measured("fsdp_peaks")["rows"]:
-        p, gap = pred.get(r["id"]), fsdp_gap(r)
-        out.append({"case": r["id"].split("/", 1)[1], "peak GB": None if "not_measured" in r else gb(r["peak_bytes"]),
+        gap = fsdp_gap(r)
+        step, total = (None, None) if gap else (_fsdp_plan(r).peak, _fsdp_plan(r, "sum").peak)
+        err = (lambda bd: 100 * (bd.total - r["peak_bytes"]) / r["peak_bytes"] if bd else None)
+        out.append({"case": r["id"].split("/", 1)[1] + (" (held out)" if r.get("held_out") else ""),
+                    "peak GB": None if "not_measured" in r else gb(r["peak_bytes"]),
                     "phase": r.get("phase"), "steady GB": gb(r["steady"]["Total"]) if "steady" in r else None,
-                    "plan_memory GB": gb(p.predicted) if p else None, "error %": 100 * p.error if p else None,
-                    "note": gap or ""})
+                    "step GB": gb(step.total) if step else None,
+                    "predicted phase": (step.peak_phase or "") if step else "", "error %": err(step),
+                    "sum of parts GB": gb(total.total) if total else None, "sum error %": err(total),
+                    "note": gap or ("priced as ZeRO-2, a sum of parts (no phases)" if r["reshard"] == "zero2" else "")})
     return out
 
 
@@ -956,7 +978,7 @@ __all__ = [
     "published_entry", "published_measured", "published_prediction", "published_predictions",
     "published_rows",
     "published_stats", "published_table", "real_setup_bytes", "fake_cuda_cpu_check", "step_inference_rows",
-    "fsdp_gap", "fsdp_rows", "fsdp_table",
+    "fsdp_gap", "fsdp_rows", "fsdp_summary", "fsdp_table",
     "step_peak_gap", "step_peak_rows", "step_peak_table", "step_sum_rows", "lora_sum_error", "bnb8_state_row",
     "step_peak_summary",
 ]

@@ -95,7 +95,7 @@ ACTIVATION_STYLES = ("hf", "megatron")
 RECOMPUTE = ("none", "selective", "full")
 ATTENTION = ("eager", "sdpa", "flash")
 SCOPES = ("layer", "model")
-STEP_SCOPES = ("end-of-forward", "rerun")
+STEP_SCOPES = ("end-of-forward", "rerun", "loss-head", "layer-freed")
 """Scopes of the hf accounting only, for the phases of a training step (:mod:`vramlib.memory.step`)."""
 
 HF_FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "phi3", "yi")
@@ -293,6 +293,16 @@ HF_RERUN.update({(a, "full"): HF_LAYER_SAVED[a] - z32 * HF_CKPT_INPUT for a in A
 """HF_RERUN[(attention, recompute)]: what the backward's re-run of one layer (full) or one attention core
 (selective) holds again on top of what stays saved. Chapter 16."""
 
+HF_LOSS_HEAD_SAVED = {(a, r): HF_LOSS_HEAD for a in ATTENTION for r in RECOMPUTE}
+"""HF_LOSS_HEAD_SAVED[(attention, recompute)]: the loss and head tensors of :data:`HF_LOSS_HEAD`, the first the
+backward frees (a table like the other step scopes). Chapter 16."""
+
+HF_LAYER_FREED = {(a, "none"): HF_LAYER_SAVED[a] - HF_ROPE_TABLES for a in ATTENTION}
+HF_LAYER_FREED.update({(a, "selective"): HF_LAYER_SAVED_SELECTIVE - HF_ROPE_TABLES for a in ATTENTION})
+HF_LAYER_FREED.update({(a, "full"): HF_CKPT_INPUT for a in ATTENTION})
+"""HF_LAYER_FREED[(attention, recompute)]: what one layer's finished backward frees -- its saved tensors (the RoPE
+tables are shared and stay), or its checkpointed input. Chapter 16 (the FSDP2 step, :mod:`vramlib.memory.fsdp`)."""
+
 HF_MODEL = {(a, "none"): _model_none(HF_LAYER_SAVED[a]) for a in ATTENTION}
 HF_MODEL.update({(a, "selective"): HF_MODEL_PEAK_SELECTIVE[a] for a in ATTENTION})
 HF_MODEL.update({(a, "full"): HF_MODEL_PEAK_FULL[a] for a in ATTENTION})
@@ -402,7 +412,9 @@ def _check_layout(spec: ModelSpec, layout: dict) -> tuple[int, bool]:
 share(HF_FAMILIES=list(HF_FAMILIES), MEGATRON_LAYER_BY_RECOMPUTE=MEGATRON_LAYER_BY_RECOMPUTE, MEGATRON_MODEL=MEGATRON_MODEL,
       HF_LAYER={f"{a}|{r}": e for (a, r), e in HF_LAYER.items()}, HF_MODEL={f"{a}|{r}": e for (a, r), e in HF_MODEL.items()},
       HF_END_FORWARD={f"{a}|{r}": e for (a, r), e in HF_END_FORWARD.items()},
-      HF_RERUN={f"{a}|{r}": e for (a, r), e in HF_RERUN.items()}, HF_AUTOCAST_EXTRA=HF_AUTOCAST_EXTRA,
+      HF_RERUN={f"{a}|{r}": e for (a, r), e in HF_RERUN.items()},
+      HF_LOSS_HEAD_SAVED={f"{a}|{r}": e for (a, r), e in HF_LOSS_HEAD_SAVED.items()},
+      HF_LAYER_FREED={f"{a}|{r}": e for (a, r), e in HF_LAYER_FREED.items()}, HF_AUTOCAST_EXTRA=HF_AUTOCAST_EXTRA,
       HF_LORA_LAYER_DELTA=HF_LORA_LAYER_DELTA, HF_LORA_OUTSIDE_DELTA=HF_LORA_OUTSIDE_DELTA,
       HF_LORA_FINAL_NORM_DELTA=HF_LORA_FINAL_NORM_DELTA, FP32_BYTES=FP32_BYTES)
 
@@ -424,7 +436,8 @@ def saved_bytes(sym, seq, batch, how, hf):
         vals[pair[0]] = pair[1]
     vals["b_a"] = how["b_a"]
     vals["z_32"] = 1 if how["b_a"] == shared("FP32_BYTES") else 0
-    table = {"layer": "HF_LAYER", "model": "HF_MODEL", "end-of-forward": "HF_END_FORWARD", "rerun": "HF_RERUN"}
+    table = {"layer": "HF_LAYER", "model": "HF_MODEL", "end-of-forward": "HF_END_FORWARD", "rerun": "HF_RERUN",
+             "loss-head": "HF_LOSS_HEAD_SAVED", "layer-freed": "HF_LAYER_FREED"}
     return q_ceil(ev(table[how["scope"]], how["attention"] + "|" + how["recompute"], vals))
 
 
@@ -445,7 +458,9 @@ def activation_bytes(model: ModelSpec | str, seq: int, batch: int = 1, dtype: st
     ``scope="layer"``: one decoder layer; ``scope="model"``: the whole step (embeddings, all layers,
     final norm, LM head, cross-entropy), as the peak over forward and backward (see the module doc);
     ``scope="end-of-forward"``: what is saved when the forward ends (``HF_END_FORWARD``);
-    ``scope="rerun"``: what the backward's recomputation of one layer or core holds again (``HF_RERUN``).
+    ``scope="rerun"``: what the backward's recomputation of one layer or core holds again (``HF_RERUN``);
+    ``scope="loss-head"``: the loss and head tensors (``HF_LOSS_HEAD``); ``scope="layer-freed"``: what one layer's
+    finished backward frees (``HF_LAYER_FREED``).
     ``style="hf"``: measured transformers behaviour (single device: ``tp=1``); ``style="megatron"``:
     Korthikanti et al. 2022 (``dtype`` and ``attention`` ignored; keyword-only ``tp`` must divide the heads and
     divide or be a multiple of the KV heads, :func:`vramlib.memory.inference.kv_heads_per_gpu`, ``sequence_parallel``
@@ -511,5 +526,5 @@ __all__ = [
     "HF_LOSS_HEAD", "HF_MLP", "HF_MODEL", "HF_MODEL_PEAK_FULL", "HF_MODEL_PEAK_SELECTIVE", "HF_MODEL_SAVED_EAGER",
     "HF_MODEL_SAVED_FLASH", "HF_MODEL_SAVED_SDPA", "HF_NORM_IN", "HF_NORM_POST", "HF_ROPE_TABLES",
     "MEGATRON_LAYER", "MEGATRON_LAYER_FULL", "MEGATRON_LAYER_SELECTIVE", "MEGATRON_MODEL",
-    "MEGATRON_OUTSIDE_LAYERS", "HF_RERUN", "RECOMPUTE", "SCOPES", "STEP_SCOPES", "activation_bytes", "recompute_note",
+    "MEGATRON_OUTSIDE_LAYERS", "HF_RERUN", "HF_LOSS_HEAD_SAVED", "HF_LAYER_FREED", "RECOMPUTE", "SCOPES", "STEP_SCOPES", "activation_bytes", "recompute_note",
 ]

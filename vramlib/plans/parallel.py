@@ -85,12 +85,15 @@ from ..core.symbols import E, P, V, b_g, b_m, b_o, b_w, beta_norm, h, n_mlp, n_s
 from ..core.settings import Settings, settings_class
 from ..core.signatures import arg, field_args, keywords_through, signature, split_settings
 from ..memory.training import CONVENTIONS, TRAINING_PRECISIONS, Workload, as_workload, check_lora_settings, lora_params, \
-    adamw_bytes_per_param, optimizer_state_bytes, resolve_activation_style
+    adamw_bytes_per_param, optimizer_state_bytes, resolve_activation_style, state_width, step_fallback_note
 from ..memory.sharding import (  # noqa: F401 (VL.parallel.MODULE_PARAMS*, vl.parallel.largest_module_params)
     ATTN_PARAMS_RANK, KV_HEADS_PER_RANK, MODULE_PARAMS, MODULE_PARAMS_RANK, N_e, _ev, largest_module,
     largest_module_params,
 )
-from ..core.portable import Fields, ev, portable, q, q_add, q_ceil, q_div, q_is_zero, q_mul, raise_problem, share, shared
+from ..core.portable import Fields, ev, portable, q, q_add, q_ceil, q_div, q_is_zero, q_mul, q_sub, raise_problem, share, \
+    shared
+from ..memory.fsdp import fsdp_parts, fsdp_problem, fsdp_title
+from ..memory.step import OPTIMIZER_IMPLS, PEAKS, check_impl, head_params, largest_tensor, step_symbols
 
 # --- symbols of this module ---------------------------------------------------------------------
 _ind = dict(integer=True, nonnegative=True)
@@ -658,7 +661,9 @@ class PlanOptions(Settings):
     """The finer knobs of a plan's memory (chapters 3, 4, 11, 12): communication ``buckets`` (auto | ddp | deepspeed
     | hf-rule | none, see the module doc) and ``overlap_comm``; ``gather_buffer`` (None = the convention's: deepspeed
     4 B x the largest module on the rank; True = 4 B; False = none); ``stage_layers`` (layers per pipeline stage,
-    None = the even split) and ``moe_layers`` (indices of the MoE layers, None = every layer of a MoE model).
+    None = the even split) and ``moe_layers`` (indices of the MoE layers, None = every layer of a MoE model);
+    ``peak`` ("sum": every part at once; "step": the step's phases where they are measured, ZeRO-3 as FSDP2 runs it,
+    :mod:`vramlib.memory.fsdp`) and ``optimizer_impl`` (None: the optimizer's default).
     :func:`plan_memory` takes them as keywords; the layer lists are checked against the model there."""
 
     buckets: str = "auto"
@@ -666,9 +671,16 @@ class PlanOptions(Settings):
     gather_buffer: bool | None = None
     stage_layers: tuple[int, ...] | None = None
     moe_layers: object = None
+    peak: str = "sum"
+    optimizer_impl: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "buckets", check_choice("buckets", self.buckets, BUCKETS))
+        object.__setattr__(self, "peak", check_choice("peak", self.peak, PEAKS))
+        if self.optimizer_impl is not None:
+            object.__setattr__(self, "optimizer_impl", check_choice("optimizer_impl", self.optimizer_impl,
+                                                                    sorted({i for d in OPTIMIZER_IMPLS.values()
+                                                                            for i in d})))
         if not isinstance(self.overlap_comm, bool):
             raise InvalidValueError("overlap_comm", self.overlap_comm, "must be True or False")
         if self.gather_buffer is not None and not isinstance(self.gather_buffer, bool):
@@ -859,6 +871,82 @@ def plan_stages(m, plan, setup):
     return out
 
 
+@portable
+def plan_step_values(m, groups, plan, setup, st):
+    """The numbers :func:`vramlib.memory.fsdp.fsdp_parts` reads for the one stage of a ZeRO-3 data-parallel plan:
+    the held shards ([[component, bytes]] under ``"held_parts"``), the gathered root and layer, their gradients, the
+    LM head's, the layer backward's working set and the optimizer's temporaries on the shard; ``st``: the step's
+    activations (act, rerun, a_head, a_done), batch, seq, b_a, impl and the updated parameters' width."""
+    dp = plan["dp"]
+    n = m["spec"]["n_layers"]
+    scale = model_scale(m)
+    layer = q_mul(layer_rank_params(m, 1, 1)["dense"][0], scale)
+    total = stage_model_params(m, 1, 1, setup["layers"], setup["moe"])[0][0]
+    root = q_sub(total, q_mul(layer, n))
+    b_w = setup["cb"]["b_w"]
+    b_g = setup["cb"]["b_g"]
+    held = 0
+    held_parts = []
+    for x in rank_states(plan_rates(plan, setup), total, q(0), "full"):
+        if not ("gradients" in x[0]) and not q_is_zero(x[1]):
+            held_parts.append([x[0], q_ceil(x[1])])
+            held += q_ceil(x[1])
+    sym = step_symbols(m, st["seq"], st["batch"], st["b_a"])
+    sym["b_g"] = b_g
+    temp = ev("STEP_TEMPORARIES", setup["optimizer"] + "|" + st["impl"],
+              {"N_t": q_ceil(q_div(total, dp)), "P_max": q_ceil(q_div(q(largest_tensor(m)), dp)), "w": st["width"]})
+    return {"held": held, "held_parts": held_parts, "root": q_ceil(q_mul(root, b_w)), "layer": q_ceil(q_mul(layer, b_w)),
+            "layer_grad": q_ceil(q_mul(layer, b_g)), "root_grad": q_ceil(q_mul(root, b_g)),
+            "head_grad": q_ceil(q_mul(q_mul(q(head_params(groups)), scale), b_g)), "act": st["act"],
+            "a_head": st["a_head"], "a_done": st["a_done"], "rerun": st["rerun"],
+            "work": q_ceil(ev("FSDP_LAYER_BACKWARD_WORK", None, sym)), "temp": q_ceil(temp), "dp": dp, "layers": n,
+            "batch": st["batch"], "seq": st["seq"], "vocab": m["spec"]["vocab"], "b_a": st["b_a"], "impl": st["impl"]}
+
+
+@portable
+def plan_step_stage(m, groups, plan, setup, st):
+    """[parts, phases, peak phase, steady] of a ZeRO-3 data-parallel plan's rank priced by FSDP2's phases
+    (``plan_step_values``, ``fsdp_parts``): the held shards, the tensors alive at the peak, the reserve; phases and
+    steady include the reserve."""
+    r = plan_step_values(m, groups, plan, setup, st)
+    got = fsdp_parts(r)
+    parts = [x for x in r["held_parts"]]
+    for x in got[2]:
+        parts.append(x)
+    parts.append(["reserve (CUDA context, framework)", setup["reserve"]])
+    phases = []
+    for x in got[0]:
+        phases.append([x[0], x[1] + setup["reserve"]])
+    return [parts, phases, got[1], r["held"] + setup["reserve"]]
+
+
+def _fsdp_stage(step: _Step, setup: dict, title: str, notes: tuple) -> Breakdown:
+    """The one stage of a ZeRO-3 data-parallel plan priced by FSDP2's phases (:mod:`vramlib.memory.fsdp`)."""
+    spec, w, plan = step.spec, step.w, step.plan
+    acts = {sc: A.activation_bytes(spec, w.seq, plan.micro_batch, w.dtype, w.attention, plan.recompute, "hf", sc)
+            for sc in ("end-of-forward", "rerun", "loss-head", "layer-freed")}
+    impl = step.opts.optimizer_impl or shared("STEP_IMPLS")[w.optimizer][0]
+    st = {"act": acts["end-of-forward"], "rerun": acts["rerun"], "a_head": acts["loss-head"],
+          "a_done": acts["layer-freed"], "batch": plan.micro_batch, "seq": w.seq,
+          "b_a": A._activation_dtype_bytes(w.dtype),
+          "impl": impl, "width": state_width(Fields(CONVENTIONS[w.convention]), w.dtype)}
+    setup = dict(setup, optimizer=w.optimizer)
+    parts, phases, peak_phase, steady = plan_step_stage(spec.view(), spec.param_groups(), Fields(plan), setup, st)
+    return Breakdown({k: F.to_int_bytes(x) for k, x in parts}, title=fsdp_title(title, impl, peak_phase), notes=notes,
+                     phases=dict(phases), peak_phase=peak_phase, steady=steady)
+
+
+def _fsdp_problem(step: _Step) -> str | None:
+    """Why FSDP2's phases do not price this plan (``fsdp_problem``), or None."""
+    cb, w = step.cb, step.w
+    if step.opts.optimizer_impl is not None:
+        check_impl(w.optimizer, step.opts.optimizer_impl)
+    return fsdp_problem(Fields(step.spec), Fields(step.plan),
+                        {"style": step.style, "method": w.method, "optimizer": w.optimizer, "recompute":
+                         step.plan.recompute, "buckets": step.opts.buckets, "gather_buffer": step.opts.gather_buffer,
+                         "b_w": cb["b_w"], "b_g": cb["b_g"], "b_m": cb["b_m"]})
+
+
 def _lower_rates(step: _Step, setup: dict) -> list:
     """``plan_rates`` of each ZeRO stage below the plan's (what :func:`_zero_note` compares with)."""
     plan = step.plan
@@ -909,7 +997,8 @@ _PLAN_MEMORY_SIGNATURE = signature(
     field_args(Workload, ("base_weights",), True), field_args(PlanOptions, ("buckets", "overlap_comm", "gather_buffer"),
                                                               True),
     field_args(Workload, ("reserve",), True), field_args(PlanOptions, ("stage_layers",), True),
-    arg("moe_layers", None, keyword_only=True), arg("workload", None, "Workload | None", keyword_only=True),
+    arg("moe_layers", None, keyword_only=True), field_args(PlanOptions, ("peak", "optimizer_impl"), True),
+    arg("workload", None, "Workload | None", keyword_only=True),
     var_keyword="plan_fields")
 """plan_memory's arguments as they have always been (a Workload's and PlanOptions' fields, plan fields as
 keywords) + ``workload``."""
@@ -950,13 +1039,20 @@ def plan_memory(model: ModelSpec | str, plan: ParallelPlan | None = None, *, wor
     stages = plan_stages(m, pv, setup)
     gpu_stages, host_stages, zero_note = [], [], []
     lower = _lower_rates(step, setup) if plan.zero and plan.offload_optimizer == plan.offload_params == "none" else None
+    problem = _fsdp_problem(step) if opts.peak == "step" else None
+    if problem:
+        notes.append(step_fallback_note(problem))
     for i, st in enumerate(stages):
         note = ""
         if lower is not None:
             note = _zero_note(step, setup, lower, i, st["params"], st["states"] + st["gather"], bool(st["gather"])) or ""
         zero_note += [note] if note and not zero_note else []
-        gpu_stages.append(Breakdown({k: F.to_int_bytes(x) for k, x in st["gpu"]}, title=st["title"],
-                                    notes=tuple(notes + ([note] if note else []))))
+        stage_notes = tuple(notes + ([note] if note else []))
+        if opts.peak == "step" and not problem:
+            gpu_stages.append(_fsdp_stage(step, setup, st["title"], stage_notes))
+        else:
+            gpu_stages.append(Breakdown({k: F.to_int_bytes(x) for k, x in st["gpu"]}, title=st["title"] +
+                                        " (sum of parts)" if opts.peak == "step" else st["title"], notes=stage_notes))
         host_stages.append(Breakdown({k: F.to_int_bytes(x) for k, x in st["host"]}, title=st["host_title"]))
     return PlanMemory(spec.name, plan, layers, tuple(gpu_stages), tuple(host_stages),
                       tuple(F.to_int_bytes(st["nvme"]) for st in stages), tuple(notes + zero_note))

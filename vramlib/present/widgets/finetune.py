@@ -23,6 +23,7 @@ from ...catalog.hardware import GPUS, get_gpu
 from ...memory.inference import DEFAULT_RESERVE
 from ...catalog.models import get_model
 from ...plans.parallel import OFFLOAD, PlanMemory, plan_memory
+from ...memory.step import PEAKS
 from ...memory.training import CONVENTIONS, METHODS, OPTIMIZERS, TRAINING_PRECISIONS
 from ...core.units import gb, gib
 from ...core.portable import Fields, fmt_fixed, portable, shared
@@ -40,15 +41,16 @@ def finetune_plan(model, gpu: str, n_heads: int | None = None, n_kv_heads: int |
                   convention: str = "mixed-fp32-master", zero: int = 3, dp: int = 8, tp: int = 1, pp: int = 1,
                   n_micro: int = 1, recompute: str = "none", attention: str = "sdpa", seq: int = 2048,
                   micro_batch: int = 1, offload_optimizer: str = "none", sequence_parallel: bool = False,
-                  reserve: int | str = DEFAULT_RESERVE) -> PlanMemory:
-    """The PlanMemory behind the panel (chapters 3, 4). ``gpu`` is validated here; memory does not depend on it."""
+                  reserve: int | str = DEFAULT_RESERVE, peak: str = "sum") -> PlanMemory:
+    """The PlanMemory behind the panel (chapters 3, 4). ``gpu`` is validated here; memory does not depend on it.
+    ``peak``: "sum" of the parts, or "step" (FSDP2's phases where they apply, else the sum with a note)."""
     get_gpu(gpu)
     m = get_model(model)
     m = model_with_heads(m, n_heads, n_kv_heads)
     plan = panel_plan(tp=tp, pp=pp, dp=dp, zero=zero, recompute=recompute, micro_batch=micro_batch,
                       n_micro=n_micro, sequence_parallel=sequence_parallel, offload_optimizer=offload_optimizer)
     return plan_memory(m, plan, seq, method=method, precision=precision, optimizer=optimizer, convention=convention,
-                       attention=attention, lora_rank=lora_rank, reserve=reserve)
+                       attention=attention, lora_rank=lora_rank, reserve=reserve, peak=peak)
 
 
 def _card_notes(gpu: str, precision: str, attention: str) -> str:
@@ -162,10 +164,10 @@ def finetune_controls(model, gpu: str = "a100-80gb", precision: str = "bf16", me
                       lora_rank: int = 16, optimizer: str = "adamw", convention: str = "mixed-fp32-master",
                       zero: int = 3, dp: int = 8, tp: int = 1, pp: int = 1, n_micro: int = 1, recompute: str = "none",
                       attention: str = "sdpa", seq: int = 2048, micro_batch: int = 1,
-                      offload_optimizer: str = "none", compare_zero: bool = True) -> dict[str, Any]:
+                      offload_optimizer: str = "none", compare_zero: bool = True, peak: str = "sum") -> dict[str, Any]:
     """Heads, KV heads, precision, GPU, method, LoRA rank, optimizer, convention, ZeRO stage, DP, TP, PP,
-    micro-batches, recompute, attention, sequence, micro-batch, optimizer offload, sequence parallel, and the
-    compare-ZeRO switch. Chapters 3, 4."""
+    micro-batches, recompute, attention, sequence, micro-batch, optimizer offload, sequence parallel, the
+    compare-ZeRO switch and the peak (sum of parts or the step's phases). Chapters 3, 4."""
     import ipywidgets as w
 
     m = get_model(model)
@@ -177,6 +179,7 @@ def finetune_controls(model, gpu: str = "a100-80gb", precision: str = "bf16", me
         "offload_optimizer": dropdown(OFFLOAD, offload_optimizer, "offload optimizer"),
         "sequence_parallel": w.Checkbox(value=tp > 1, description="sequence parallel", style={"description_width": "initial"}),
         "compare_zero": w.Checkbox(value=compare_zero, description="compare ZeRO stages", style={"description_width": "initial"}),
+        "peak": dropdown(PEAKS, peak, "peak"),
     }
 
 

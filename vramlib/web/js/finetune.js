@@ -21,7 +21,7 @@
       micro_batch: a.micro_batch, n_micro: a.n_micro, sequence_parallel: !!a.sequence_parallel && a.tp > 1,
       offload_optimizer: a.offload_optimizer });
     return VL.planMemory(m, plan, a.seq, { method: a.method, precision: a.precision, optimizer: a.optimizer,
-      convention: a.convention, attention: a.attention, lora_rank: a.lora_rank, reserve: a.reserve });
+      convention: a.convention, attention: a.attention, lora_rank: a.lora_rank, reserve: a.reserve, peak: a.peak });
   };
 
   function cardNotes(gpu, precision, attention) { return VL.py.card_notes(VL.getGpu(gpu), precision, attention); }
