@@ -201,4 +201,4 @@ def test_the_prefill_bounds_every_decode_step():
 
 def test_bitsandbytes_8bit_state_measured_on_fake_cuda():
     row = V.bnb8_state_row()
-    assert abs(row.error) < 0.001          # the documented layout; see bnb8_state_row for the 4,096-element rule
+    assert abs(row.error) < 1e-5           # the documented layout with the 4,096-element rule (small_state_params)

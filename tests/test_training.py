@@ -2,6 +2,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import vramlib as vl
+from vramlib.memory import training as T
 from vramlib.memory.activations import RECOMPUTE
 
 SRC7 = vl.get_model("source-7b")
@@ -56,12 +57,41 @@ def test_qlora_breakdown():
     assert half.total == bd.total         # 2 + 2 + 4 + 8 = 4 + 4 + 8 bytes per adapter parameter with AdamW
 
 
-def test_8bit_adam_keeps_small_tensors_32bit():
-    m = vl.get_model("llama-2-7b")
+def _small_tensors(name: str) -> int:
+    """Elements of the 1-D tensors (norms, biases) under bitsandbytes' min_8bit_size, counted tensor by tensor."""
+    from vramlib.memory.allocator import weight_tensors
+
+    two_d = {"embed_tokens", "lm_head", "q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "gate_proj", "up_proj",
+             "down_proj", "gate_up_proj"}
+    sizes = [b // 2 for n, b in weight_tensors(name, "bf16") if n.rsplit(".", 1)[-1] not in two_d]
+    return sum(x for x in sizes if x < T.BNB_MIN_8BIT_SIZE)
+
+
+@pytest.mark.parametrize("name", ["llama-2-7b", "qwen2.5-0.5b", "qwen2.5-7b", "gpt2", "falcon-7b", "phi-3-mini"])
+def test_8bit_adam_keeps_small_tensors_32bit(name):
+    """bitsandbytes gives tensors under 4096 elements 32-bit states: Llama-2-7B's 4096-wide norms are 8-bit,
+    Qwen2.5's narrow biases are not -- the expression agrees with the model's tensors one by one."""
+    m = vl.get_model(name)
     g = m.param_groups()
-    small = g["norm"] + g["bias"]
+    small = T.small_state_params(m.view(), g, T.Fields(T.OPTIMIZERS["adamw-8bit"]))
+    assert small == _small_tensors(name) <= g["norm"] + g["bias"]
     full8 = vl.optimizer_state_bytes(m, "adamw-8bit")
     assert full8 == pytest.approx(2.03125 * (m.n_params - small) + 8 * small, abs=1)
+    assert (small == 0) == (name in ("llama-2-7b", "falcon-7b"))    # 4096- and 4544-wide norms
+
+
+def test_8bit_adam_keeps_narrow_lora_matrices_32bit():
+    """Low-rank adapters on Qwen2.5-0.5B (896 wide, 128-wide k and v) have A and B matrices under 4096 elements."""
+    m = vl.get_model("qwen2.5-0.5b")
+    for rank, narrow in ((4, True), (16, True), (64, False)):     # k_proj's B at rank 16: 128 x 16
+        n = vl.lora_params(m, rank)
+        got = vl.optimizer_state_bytes(m, "adamw-8bit", lora_rank=rank)
+        assert (got > 2.03125 * n + 1) == narrow
+    assert vl.optimizer_state_bytes(m, "adamw", lora_rank=4) == 8 * vl.lora_params(m, 4)
+
+
+def test_optimizer_states_order():
+    m = vl.get_model("llama-2-7b")
     assert vl.optimizer_state_bytes(m, "sgd") < vl.optimizer_state_bytes(m, "adamw")
     assert vl.optimizer_state_bytes(m, "adafactor") < vl.optimizer_state_bytes(m, "adamw-8bit")
 

@@ -35,7 +35,8 @@ from ..core.errors import InvalidValueError, UnknownNameError, check_choice, che
 from .inference import ATTENTION, DEFAULT_RESERVE, weights_detail
 from ..catalog.models import MLP_MODULES, ModelSpec, get_model
 from ..catalog.precision import FP32_BYTES, get_precision
-from ..core.symbols import d, f, h, n_h, n_kv
+from ..core.symbols import E, V, beta_hb, beta_mlp, beta_mn, beta_norm, beta_o, beta_pb, beta_qkf, beta_qkh, beta_qkv, \
+    beta_sink, c_kv, d, d_in, d_s, f, f_s, g, h, n_g, n_h, n_kv, n_mlp, n_norm, n_s, n_sh, q_r, z_mla, z_ssm
 from ..core.units import parse_memory
 from ..core.settings import Settings, settings_class
 from ..core.signatures import arg, field_args, keywords_through, signature
@@ -105,6 +106,48 @@ OPTIMIZERS: dict[str, Optimizer] = {
     "adafactor": Optimizer("adafactor", Fraction(0), Fraction(4), True,
                            "Shazeer & Stern 2018; HF Adafactor without momentum: fp32 row + column sums"),
 }
+
+BNB_MIN_8BIT_SIZE = 4096
+"""bitsandbytes' ``min_8bit_size``: a parameter tensor with fewer elements keeps 32-bit optimizer states
+(``bitsandbytes/optim/optimizer.py``, ``Optimizer8bit.init_state``: ``p.numel() < config["min_8bit_size"]``)."""
+
+
+def _large(n: sp.Expr) -> sp.Expr:
+    """The elements of one tensor of n elements if bitsandbytes gives it 8-bit states, else 0."""
+    return sp.Piecewise((n, n >= BNB_MIN_8BIT_SIZE), (0, True))
+
+
+_MLP_BIASES = sp.Piecewise((_large((1 + g) * n_mlp * f) + _large(n_mlp * h), E > 0),   # experts' fused (E, .) biases
+                           ((1 + g) * _large(f) + _large(h), True)) + n_s * ((1 + g) * _large(f_s) + _large(h))
+
+BNB_LARGE_LAYER = (n_norm * (1 + beta_norm) * _large(h) + beta_qkh * 2 * _large(d)
+                   + beta_qkf * (_large(n_h * d) + _large(n_kv * d)) + z_mla * (_large(q_r) + _large(c_kv))
+                   + z_ssm * beta_mn * _large(d_in) + beta_qkv * (_large(n_h * d) + 2 * _large(n_kv * d))
+                   + beta_o * _large(h) + beta_mlp * _MLP_BIASES + beta_sink * _large(n_h)
+                   + z_ssm * (3 * _large(n_sh) + beta_pb * (_large(d_in + d_in + 2 * n_g * d_s + n_sh) + _large(h))))
+"""Elements of one layer's norm and bias tensors (``LAYER_GROUPS["norm"]`` and ``["bias"]``, tensor by tensor) that
+have at least :data:`BNB_MIN_8BIT_SIZE` elements, so bitsandbytes' 8-bit optimizers quantize their states too
+(Llama-2-7B's 4096-wide norms do; Qwen2.5-0.5B's 896-wide ones keep 32-bit states). Fused q|k|v biases are counted
+per projection (no catalogued model has a fused bias that crosses the threshold where its parts do not)."""
+
+BNB_LARGE_MODEL = (1 + beta_norm) * _large(h) + beta_hb * _large(V)
+"""The same outside the layers: the final norm (and its bias), an LM-head bias."""
+
+share(BNB_LARGE_LAYER=BNB_LARGE_LAYER, BNB_LARGE_MODEL=BNB_LARGE_MODEL, BNB_MIN_8BIT_SIZE=BNB_MIN_8BIT_SIZE)
+
+
+@portable
+def small_state_params(m, groups, opt):
+    """Parameters whose optimizer states are the optimizer's ``small_tensor_bytes``: Adafactor's unfactored 1-D
+    tensors (every norm and bias), or for the others the norm and bias tensors below bitsandbytes'
+    ``min_8bit_size`` (:data:`BNB_LARGE_LAYER`; the two rates are equal for torch.optim's optimizers)."""
+    if opt["factored"]:
+        return groups["norm"] + groups["bias"]
+    large = q_ceil(ev("BNB_LARGE_MODEL", None, m["layers"][0][3]))
+    for k in m["layers"]:
+        large += k[0] * q_ceil(ev("BNB_LARGE_LAYER", None, k[3]))
+    return groups["norm"] + groups["bias"] - large
+
 
 LORA_TARGETS = ("all-linear", "attention", "qv")
 
@@ -236,8 +279,8 @@ def optimizer_state_bytes(model: ModelSpec | str, optimizer: str = "adamw", trai
                           lora_rank: int | None = None, lora_targets="all-linear", state_bytes: int = 4) -> int:
     """Optimizer state for the trainable parameters (all of them, or the LoRA adapters when lora_rank is set).
 
-    ``trainable``: how many of the model's parameters train (0..weight_params; the norms and biases count among
-    them first, as 32-bit states under 8-bit optimizers). Adafactor's factored state depends on which matrices
+    ``trainable``: how many of the model's parameters train (0..weight_params; the small tensors count among
+    them first, as 32-bit states under 8-bit optimizers: norms and biases under 4096 elements, ``small_state_params``). Adafactor's factored state depends on which matrices
     train, so ``trainable`` is refused with it. ``state_bytes``: the width of the parameters the optimizer updates
     (4: fp32 parameters or master copy; 2: the bf16 weights of the ``pure-bf16`` convention, :func:`state_width`),
     which ``torch.optim``'s states follow (``Optimizer.follows_params``)."""
@@ -259,9 +302,8 @@ def optimizer_state_bytes(model: ModelSpec | str, optimizer: str = "adamw", trai
     if lora_rank is not None:
         return lora_optimizer_bytes(m.view(), o, lora_params(m, lora_rank, lora_targets), lora_rank,
                                     lora_modules(m, lora_targets))
-    groups = m.param_groups()
     return full_optimizer_bytes(m.view(), o, trainable if trainable is not None else m.weight_params,
-                                groups["norm"] + groups["bias"])
+                                small_state_params(m.view(), m.param_groups(), o))
 
 
 @portable
@@ -293,20 +335,29 @@ def adamw_bytes_per_param(convention: str, precision: str) -> Fraction:
 
 @portable
 def lora_optimizer_bytes(m, opt, n, rank, mods):
-    """Optimizer state of ``n`` LoRA adapter parameters: bytes per parameter, or Adafactor's factored rows and columns
-    of each A (r x in) and B (out x r)."""
+    """Optimizer state of ``n`` LoRA adapter parameters: bytes per parameter (``small_tensor_bytes`` for the A (r x in)
+    and B (out x r) matrices under bitsandbytes' ``min_8bit_size``), or Adafactor's factored rows and columns of each
+    A and B."""
     if opt["factored"]:
         rc = 0
         for x in mods:
             rc += q_ceil(ev("LORA_IN_OUT", x, m["sym"])) + 2 * rank
         return q_floor(opt["small_tensor_bytes"]) * m["spec"]["n_layers"] * rc
-    return q_ceil(q_mul(opt["bytes_per_param"], n))
+    small = 0      # adapter matrices under bitsandbytes' min_8bit_size keep 32-bit states
+    for x in mods:
+        copies = m["sym"]["n_mlp"] + m["sym"]["n_s"] if x in shared("MLP_MODULES") else 1
+        for size in [rank * q_ceil(ev("LORA_IN", x, m["sym"])), rank * q_ceil(ev("LORA_OUT", x, m["sym"]))]:
+            if size < shared("BNB_MIN_8BIT_SIZE"):
+                small += copies * size
+    small = small * m["spec"]["n_layers"]
+    return q_ceil(q_add(q_mul(opt["bytes_per_param"], n - small), q_mul(opt["small_tensor_bytes"], small)))
 
 
 @portable
 def full_optimizer_bytes(m, opt, n, small_all):
-    """Optimizer state of ``n`` trainable parameters, the norms and biases (``small_all``) first and at 32 bits
-    (what 8-bit optimizers keep for small tensors); Adafactor: the factored rows and columns of every matrix."""
+    """Optimizer state of ``n`` trainable parameters, the small tensors (``small_all``: ``small_state_params``) first
+    and at ``small_tensor_bytes`` (what 8-bit optimizers keep for tensors under 4096 elements); Adafactor: the
+    factored rows and columns of every matrix."""
     small = min(small_all, n)
     if opt["factored"]:
         rc = 0

@@ -2,7 +2,7 @@
  * (lora_modules, lora_params, optimizer_state_bytes, training_memory), vramlib.memory.activations.activation_bytes,
  * vramlib.solve.training_feasibility.max_seq_for_training and vramlib.present.widgets.training.training_compute. The
  * rules are their @portable parts compiled for the page (VL.py: lora_target_modules, widest_lora_rank,
- * lora_rank_problem, lora_count, lora_optimizer_bytes, full_optimizer_bytes, saved_bytes, model_state_parts,
+ * lora_rank_problem, lora_count, lora_optimizer_bytes, full_optimizer_bytes, small_state_params, saved_bytes, model_state_parts,
  * training_parts, largest_by_secant, training_verdict); this file checks inputs and reads the defaults from Python. */
 (function () {
   var D = VL.data, C = VL.data.constants, PY = VL.py, DF = VL.data.defaults;
@@ -34,7 +34,7 @@
     VL.loraModules(m, loraTargets);
     var groups = VL.groupsDict(VL.paramGroups(m));
     return PY.full_optimizer_bytes(m, opt, trainable !== null && trainable !== undefined ? trainable : VL.weightParams(m),
-      groups.norm + groups.bias);
+      PY.small_state_params(m, groups, opt));
   };
 
   function activationDtypeBytes(dtype) {  /* activations._activation_dtype_bytes (activations.activation_width) */
