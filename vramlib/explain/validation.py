@@ -47,7 +47,7 @@ MEASUREMENTS = ("param_counts", "saved_bytes", "kv_cache", "architectures", "pea
 
 COMPONENTS = ("parameters", "KV cache", "KV per token (config)", "activations (hf)", "activations (megatron)",
               "LoRA parameters", "optimizer state", "inference peak (fake CPU)", "inference peak (fake CUDA)",
-              "training step peak (fake CUDA)")
+              "training step peak (fake CUDA)", "data-parallel rank peak (FSDP2, fake CUDA)")
 """Components compared with measurements, in the order the chapter shows them."""
 
 PUBLISHED_KINDS = ("measurement", "tool-estimate", "paper-estimate", "documented", "bound")
@@ -465,12 +465,19 @@ def fsdp_rows(peak: str = "step") -> list[Row]:
     return out
 
 
+def fsdp_phase_rows() -> list[Row]:
+    """The ZeRO-3 FSDP2 ranks priced by the step's phases (``fsdp_rows("step")`` without the no-reshard case, which
+    the plans price as a ZeRO-2 sum of parts)."""
+    rows = {r["id"]: r for r in load_measured("fsdp_peaks")["rows"]}
+    return [r for r in fsdp_rows("step") if rows[r.id]["reshard"] == "zero3"]
+
+
 def fsdp_summary() -> dict:
     """What chapter 16 says of the FSDP2 ranks: the ZeRO-3 ranks priced by the step's phases (``n``, median and max
     absolute error), the cases measured after the phases were written (``held_out``, their max error), the sum of
     parts on the same ranks (``sum_median``, ``sum_max``, the model of the furthest, ``sum_worst``)."""
     rows = {r["id"]: r for r in load_measured("fsdp_peaks")["rows"]}
-    step = [r for r in fsdp_rows("step") if rows[r.id]["reshard"] == "zero3"]
+    step = fsdp_phase_rows()
     total = [r for r in fsdp_rows("sum") if rows[r.id]["reshard"] == "zero3"]
     held = [r for r in step if rows[r.id].get("held_out")]
     st, su = error_stats(step), error_stats(total)
@@ -645,7 +652,8 @@ def component_rows() -> dict[str, list[Row]]:
             "activations (megatron)": activation_rows("megatron", sixteen_bit_only=True),
             "LoRA parameters": lora_param_rows(), "optimizer state": optimizer_rows(),
             "inference peak (fake CPU)": peak_rows(), "inference peak (fake CUDA)": step_inference_rows(),
-            "training step peak (fake CUDA)": step_peak_rows()}
+            "training step peak (fake CUDA)": step_peak_rows(),
+            "data-parallel rank peak (FSDP2, fake CUDA)": fsdp_phase_rows()}
 
 
 def component_summary() -> list[dict]:
@@ -877,7 +885,7 @@ def parity_plot(groups: dict[str, list[Row]] | None = None, ax=None):
     groups = groups if groups is not None else component_rows()
     if ax is None:
         _, ax = plt.subplots(figsize=(6.4, 5.2))
-    markers = "osD^vP*X"
+    markers = "osD^vP*Xhp<"
     lo, hi = None, None
     for i, (name, rows) in enumerate(groups.items()):
         xs, ys = [r.measured for r in rows], [r.predicted for r in rows]
@@ -978,7 +986,7 @@ __all__ = [
     "published_entry", "published_measured", "published_prediction", "published_predictions",
     "published_rows",
     "published_stats", "published_table", "real_setup_bytes", "fake_cuda_cpu_check", "step_inference_rows",
-    "fsdp_gap", "fsdp_rows", "fsdp_summary", "fsdp_table",
+    "fsdp_gap", "fsdp_phase_rows", "fsdp_rows", "fsdp_summary", "fsdp_table",
     "step_peak_gap", "step_peak_rows", "step_peak_table", "step_sum_rows", "lora_sum_error", "bnb8_state_row",
     "step_peak_summary",
 ]
