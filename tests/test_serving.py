@@ -26,10 +26,26 @@ def test_block_bytes_is_vllms_page_size_times_layers():
     assert cap.available_kv_bytes - cap.kv_cache_bytes < cap.block_bytes           # floor: one more block does not fit
 
 
+def test_the_driver_reservation_is_the_cards_where_published():
+    """CUDA's total comes from the card's published logs; a card without one gets the assumed reservation, and the
+    result says which; a given driver_reserved wins."""
+    a100 = vl.serving_kv_capacity("llama-3.1-8b", "a100-80gb")
+    assert a100.cuda_total_bytes == vl.get_gpu("a100-80gb").cuda_total_bytes < vl.get_gpu("a100-80gb").memory_bytes
+    assert "published logs" in a100.breakdown.notes[0] and "79.14" in a100.breakdown.notes[0]
+    l4 = vl.serving_kv_capacity("llama-3.1-8b", "l4", max_model_len=8192)
+    assert vl.get_gpu("l4").cuda_total_bytes is None and "no published CUDA total" in l4.breakdown.notes[0]
+    assert l4.driver_reserved_bytes == vl.parse_memory(S.DRIVER_RESERVED)
+    given = vl.serving_kv_capacity("llama-3.1-8b", "a100-80gb", driver_reserved="1GiB")
+    assert given.driver_reserved_bytes == 2**30 and given.kv_tokens < a100.kv_tokens
+    published = [g for g in vl.list_gpus() if vl.get_gpu(g).cuda_total_bytes]
+    assert len(published) >= 8 and all(0.2 * 2**30 < vl.get_gpu(g).memory_bytes - vl.get_gpu(g).cuda_total_bytes
+                                       < 2**30 for g in published)
+
+
 def test_budget_identity_and_breakdown_adds_up_to_the_card():
     cap = vl.serving_kv_capacity("llama-3.1-8b", "h100-sxm-80gb")
     card = vl.get_gpu("h100-sxm-80gb")
-    assert cap.cuda_total_bytes == card.memory_bytes - vl.parse_memory(S.DRIVER_RESERVED)
+    assert cap.cuda_total_bytes == card.cuda_total_bytes == vl.parse_memory("79.11GiB")   # the published total
     assert cap.requested_bytes == int(Fraction(9, 10) * cap.cuda_total_bytes)
     expected = (Fraction(9, 10) * cap.cuda_total_bytes - cap.weights_bytes - cap.activation_peak_bytes
                 - cap.non_torch_bytes - cap.cuda_graph_bytes)
@@ -115,7 +131,8 @@ def test_bad_input_names_the_field(field, kw):
 def test_activation_estimate_matches_published_logs():
     for row in S.published_profile_check():
         assert row["estimated GiB"] == pytest.approx(row["logged activation GiB"], rel=0.07), row
-        assert row["estimated total GiB"] == pytest.approx(row["logged total GiB"], abs=0.1), row
+        # the card's total is the smallest published one: drivers differ (79.11-79.22 GiB in the H100 logs)
+        assert row["estimated total GiB"] == pytest.approx(row["logged total GiB"], abs=0.12), row
 
 
 def test_published_kv_budget_reproduced_with_the_logged_components():

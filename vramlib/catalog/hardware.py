@@ -62,6 +62,11 @@ class GPU:
     price_date: str
     price_source: str
     spec_source: str
+    cuda_total_bytes: int | None = None
+    """What CUDA reports as the card's total (``cudaMemGetInfo``, PyTorch's "total capacity"): the smallest figure in
+    published logs, exact bytes of the logged value (GiB to two decimals, or bytes where printed); None where no log is
+    published. Below ``memory_bytes`` by what the driver reserves."""
+    cuda_total_source: str = ""
 
     def __post_init__(self) -> None:
         """Reject an entry with a missing, non-positive or inconsistent field (names the field)."""
@@ -93,6 +98,12 @@ class GPU:
                 "bf16_tflops", self.bf16_tflops,
                 f"must be {'a number' if self.supports_bf16 else 'None'} for compute capability {cc}",
             )
+        if self.cuda_total_bytes is not None:
+            t = self.cuda_total_bytes
+            if not isinstance(t, int) or isinstance(t, bool) or not 0 < t <= self.memory_bytes:
+                raise InvalidValueError("cuda_total_bytes", t, "must be None or whole bytes in (0, memory_bytes]")
+            if not self.cuda_total_source.strip():
+                raise InvalidValueError("cuda_total_source", self.cuda_total_source, "name the log a CUDA total comes from")
         if not isinstance(self.price_date, str) or not isinstance(self.price_source, str):
             raise InvalidValueError("price_date", self.price_date, "must be a string (may be empty when there is no price)")
         if self.price_per_hour_usd is not None:
@@ -143,6 +154,11 @@ def _mib(n: int) -> int:
     return n * MIB
 
 
+def _logged_gib(*figures: str) -> int:
+    """Exact bytes of the smallest "X.XX GiB" total capacity among published logs."""
+    return min(parse_memory(x + "GiB") for x in figures)
+
+
 # Where a figure comes from. nvidia-smi totals were found in public GitHub issues and logs
 # (search of stored public material); the issue named is one place to see it, not the only one.
 # Interconnect: the GPU-to-GPU figure as the vendor states it (NVLink figures are the vendor's
@@ -162,6 +178,8 @@ _CATALOGUE: tuple[GPU, ...] = (
         price_per_hour_usd=0.35, price_date="2025-06",
         price_source="Google Cloud GPU pricing, NVIDIA T4 GPU only (VM extra), us-central1",
         spec_source="NVIDIA T4 Tensor Core GPU datasheet (65 TFLOPS mixed-precision FP16)",
+        cuda_total_bytes=_logged_gib("14.56", "14.74", "14.75"),
+        cuda_total_source=("PyTorch out-of-memory messages: 'total capacity of 14.56 GiB' (GCP Tesla T4, Zheng-Chong/CatVTON issue #133), 14.74 and 14.75 GiB (Colab T4, zai-org/CogVideo issue #741, hpcaitech/Open-Sora issue #697)"),
     ),
     GPU(
         key="v100-16gb", name="NVIDIA Tesla V100 SXM2 16GB",
@@ -186,6 +204,8 @@ _CATALOGUE: tuple[GPU, ...] = (
         price_per_hour_usd=3.90, price_date="2025-06",
         price_source="AWS EC2 on-demand, p3dn.24xlarge ($31.212/h for 8x V100 32GB) per-GPU share, us-east-1",
         spec_source="NVIDIA Tesla V100 datasheet (SXM2: 125 TFLOPS tensor, 900 GB/s)",
+        cuda_total_bytes=_logged_gib("31.74"),
+        cuda_total_source=("PyTorch out-of-memory messages: '31.74 GiB total capacity' (V100 32GB; liucongg/ChatGLM-Finetuning issue #73, haotian-liu/LLaVA issue #812)"),
     ),
     GPU(
         key="a10", name="NVIDIA A10",
@@ -232,6 +252,8 @@ _CATALOGUE: tuple[GPU, ...] = (
         price_per_hour_usd=0.86, price_date="2025-06",
         price_source="RunPod on-demand (Secure Cloud), L40S",
         spec_source="NVIDIA L40S datasheet (362.05 TFLOPS BF16 dense, 733 FP8 dense, 864 GB/s)",
+        cuda_total_bytes=_logged_gib("44.68"),
+        cuda_total_source=("PyTorch out-of-memory message: 'total capacity of 44.68 GiB' (AWS G6e L40S, vladmandic/sdnext issue #3656)"),
     ),
     GPU(
         key="rtx-3090", name="NVIDIA GeForce RTX 3090",
@@ -254,6 +276,8 @@ _CATALOGUE: tuple[GPU, ...] = (
         price_per_hour_usd=0.69, price_date="2025-06",
         price_source="RunPod on-demand (Secure Cloud), RTX 4090",
         spec_source="NVIDIA Ada Lovelace architecture whitepaper (RTX 4090, FP32 accumulate, dense)",
+        cuda_total_bytes=_logged_gib("23.64", "23.65", "23.68"),
+        cuda_total_source=("PyTorch out-of-memory messages: 'total capacity of 23.64 GiB' (RTX 4090, ali-vilab/VGen issue #104), 23.65 GiB (tloen/llama-int8 issue #7), 23.68 GiB (zai-org/CogVideo issue #36)"),
     ),
     GPU(
         key="rtx-a5000", name="NVIDIA RTX A5000",
@@ -286,6 +310,8 @@ _CATALOGUE: tuple[GPU, ...] = (
         price_per_hour_usd=1.29, price_date="2025-06",
         price_source="Lambda Cloud on-demand, 1x A100 (40 GB SXM4)",
         spec_source="NVIDIA A100 Tensor Core GPU datasheet (312 TFLOPS BF16 dense, 1555 GB/s)",
+        cuda_total_bytes=42_298_834_944,
+        cuda_total_source=("deviceQuery 'Total amount of global memory: 40339 MBytes (42298834944 bytes)' for NVIDIA A100-SXM4-40GB (bottlerocket-os/bottlerocket PR #3873); PyTorch logs 39.50 and 39.59 GiB (TianheWu/CoSeR issue #10, raoyongming/DenseCLIP issue #52)"),
     ),
     GPU(
         key="a100-80gb", name="NVIDIA A100 80GB SXM",
@@ -297,6 +323,8 @@ _CATALOGUE: tuple[GPU, ...] = (
         price_per_hour_usd=1.79, price_date="2025-06",
         price_source="Lambda Cloud on-demand, 8x A100 (80 GB SXM4), per GPU",
         spec_source="NVIDIA A100 Tensor Core GPU datasheet (312 TFLOPS BF16 dense, 2039 GB/s SXM)",
+        cuda_total_bytes=_logged_gib("79.14", "79.25"),
+        cuda_total_source=("PyTorch out-of-memory messages: 'total capacity of 79.14 GiB' (A100 80GB, lianqi1008/Control-GIC issue #6), '79.25 GiB total capacity' (levihsu/OOTDiffusion issue #235)"),
     ),
     GPU(
         key="h100-pcie-80gb", name="NVIDIA H100 PCIe 80GB",
@@ -320,6 +348,8 @@ _CATALOGUE: tuple[GPU, ...] = (
         price_per_hour_usd=2.99, price_date="2025-06",
         price_source="Lambda Cloud on-demand, 8x H100 (80 GB SXM5), per GPU",
         spec_source="NVIDIA H100 Tensor Core GPU datasheet (SXM: 1979/3958 TFLOPS BF16/FP8 with sparsity, halved; 3.35 TB/s)",
+        cuda_total_bytes=_logged_gib("79.11", "79.18", "79.22"),
+        cuda_total_source=("PyTorch out-of-memory message 'total capacity of 79.11 GiB' (H100, vllm-project/vllm issue #27508); vLLM start-up logs 79.18 GiB (llm-d/llm-d-benchmark) and 79.22 GiB (vLLM PR #10511)"),
     ),
     GPU(
         key="h100-nvl", name="NVIDIA H100 NVL 94GB",
@@ -330,6 +360,8 @@ _CATALOGUE: tuple[GPU, ...] = (
         interconnect="NVLink bridge (600 GB/s), PCIe 5.0 x16", interconnect_gb_s=600.0,
         price_per_hour_usd=None, price_date="", price_source="",
         spec_source="NVIDIA H100 Tensor Core GPU datasheet (NVL: 1671/3341 TFLOPS BF16/FP8 with sparsity, halved; 3.9 TB/s)",
+        cuda_total_bytes=_logged_gib("93.00"),
+        cuda_total_source=("PyTorch out-of-memory message: 'total capacity of 93.00 GiB' (H100 NVL, ali-vilab/VACE issue #56)"),
     ),
     GPU(
         key="h200", name="NVIDIA H200 141GB SXM",

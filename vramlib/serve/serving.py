@@ -208,9 +208,10 @@ fp32 copy, sort values and int64 indices for top-k/top-p, softmax, cumulative su
 Fitted to the published activation peaks in :data:`PUBLISHED_VLLM_PROFILES` (they imply 38.4-39.3)."""
 
 DRIVER_RESERVED = "0.45GiB"
-"""nvidia-smi -q 'FB Memory Usage / Reserved': 328-516 MiB on an H100 80GB across drivers (public logs);
-24564 - 24082 = 482 MiB on an RTX 4090 (llama.cpp prints cudaMemGetInfo's total, 24082 MiB); an
-RTX 3090 log of vLLM 0.27 shows 23.56 GiB total for 24576 MiB (451 MiB)."""
+"""The driver's reservation assumed for a card without a published CUDA total (``GPU.cuda_total_bytes``, the
+catalogue's published logs: 266-881 MiB across its cards): nvidia-smi -q 'FB Memory Usage / Reserved' shows
+328-516 MiB on an H100 80GB across drivers (public logs); an RTX 3090 log of vLLM 0.27 shows 23.56 GiB total for
+24576 MiB (451 MiB)."""
 
 CUDA_CONTEXT = "0.5GiB"
 """CUDA context, cuBLAS workspace and loaded kernels before vLLM's snapshot (typically 0.3-0.6 GiB)."""
@@ -250,7 +251,7 @@ PUBLISHED_VLLM_PROFILES: tuple[dict, ...] = (
 
 def published_profile_check() -> list[dict]:
     """The activation-peak estimate next to each published vLLM start-up log (GiB), and the total memory vLLM
-    saw next to the card's nvidia-smi total minus :data:`DRIVER_RESERVED`."""
+    saw next to the card's CUDA total (its smallest published one, ``GPU.cuda_total_bytes``)."""
     rows = []
     for p in PUBLISHED_VLLM_PROFILES:
         mm = ModelSpec(**p["spec"]) if "spec" in p else get_model(p["model"])
@@ -270,7 +271,8 @@ def vllm_default_batch(gpu: str | GPU, entrypoint: str = "serve") -> tuple[int, 
     the ``LLM`` class: (16384, 1024) and (8192, 256)."""
     card = get_gpu(gpu)
     entrypoint = check_choice("entrypoint", entrypoint, ("serve", "llm"))
-    big = card.memory_bytes - parse_memory(DRIVER_RESERVED) >= 70 * GiB and "a100" not in card.key
+    seen = card.memory_bytes - driver_reserve(Fields(card), None, parse_memory(DRIVER_RESERVED))[0]
+    big = seen >= 70 * GiB and "a100" not in card.key     # vLLM reads the total CUDA reports
     if entrypoint == "serve":
         return (8192, 1024) if big else (2048, 256)
     return (16384, 1024) if big else (8192, 256)
@@ -446,9 +448,10 @@ class ServingConfig(Settings):
     format), ``cuda_graphs`` (False: ``--enforce-eager``). ``request_tokens`` (None: ``max_model_len``) sets the
     concurrency. ``cuda_graph_accounting``: "budget" (vLLM >= 0.21) or "headroom" (0.10-0.20). The estimates vLLM
     measures at start-up (bytes or sizes such as "0.5GiB"): ``activation_peak`` (None: estimated),
-    ``non_torch_memory``, ``cuda_context``, ``nccl_memory`` (tp > 1), ``cuda_graph_memory``, ``driver_reserved``,
-    and ``sampler_bytes_per_logit`` (c_s). Each field is checked here (one line naming it); what depends on the
-    model or the card (tp against the KV heads, the driver's share of the card) is checked by the call.
+    ``non_torch_memory``, ``cuda_context``, ``nccl_memory`` (tp > 1), ``cuda_graph_memory``, ``driver_reserved``
+    (None: the card's nvidia-smi total minus its published CUDA total, ``GPU.cuda_total_bytes``, or
+    ``DRIVER_RESERVED`` where none is published, said in the result), and ``sampler_bytes_per_logit`` (c_s).
+    Each field is checked here (one line naming it); what depends on the model or the card (tp against the KV heads, the driver's share of the card) is checked by the call.
     """
 
     gpu_memory_utilization: float = 0.9
@@ -467,7 +470,7 @@ class ServingConfig(Settings):
     cuda_context: int | str = CUDA_CONTEXT
     nccl_memory: int | str = NCCL_MEMORY
     cuda_graph_memory: int | str = CUDA_GRAPH_MEMORY
-    driver_reserved: int | str = DRIVER_RESERVED
+    driver_reserved: int | str | None = None
     sampler_bytes_per_logit: float = SAMPLER_BYTES_PER_LOGIT
 
     def __post_init__(self) -> None:
@@ -493,9 +496,9 @@ class ServingConfig(Settings):
 
     def memory_bytes(self) -> dict[str, int]:
         """The estimated memory fields in bytes (NCCL only when ``tp > 1``, the graph pool only with CUDA graphs;
-        ``activation_peak`` absent when it is to be estimated)."""
+        ``activation_peak`` absent when it is to be estimated, ``driver_reserved`` when it is the card's)."""
         out = {name: parse_memory(getattr(self, name), field=name) for name in _MEMORY_FIELDS
-               if not (name == "activation_peak" and self.activation_peak is None)}
+               if getattr(self, name) is not None or name not in ("activation_peak", "driver_reserved")}
         out["nccl_memory"] *= self.tp > 1
         out["cuda_graph_memory"] *= self.cuda_graphs
         return out
@@ -527,12 +530,38 @@ def serving_kv_capacity(m: ModelSpec | str, gpu: str | GPU, config: ServingConfi
     _check_tp(mm, cfg.tp)
     kv_name = _kv_dtype(cfg.kv_dtype, cfg.weights, card)
     mem = cfg.memory_bytes()
+    mem["driver_reserved"] = driver_reserve(Fields(card), mem.get("driver_reserved"),
+                                            parse_memory(DRIVER_RESERVED))[0]
     if mem["driver_reserved"] >= card.memory_bytes:
         raise InvalidValueError("driver_reserved", cfg.driver_reserved,
                                 f"must be below the card's {fmt_bytes(card.memory_bytes)}")
     budget = _kv_budget(mm, card, cfg, kv_name, mem)
     problems = _start_problems(card, cfg, kv_name, budget)
     return _capacity_result(mm, card, cfg, kv_name, budget, problems)
+
+
+@portable
+def driver_reserve(card, given, fallback):
+    """[bytes, where from] of the driver's reservation on ``card``: ``given`` (bytes, or None), else the card's
+    nvidia-smi total minus its published CUDA total, else ``fallback`` (``DRIVER_RESERVED``)."""
+    if given is not None:
+        return [given, "given"]
+    if card["cuda_total_bytes"] is not None:
+        return [card["memory_bytes"] - card["cuda_total_bytes"], "published"]
+    return [fallback, "assumed"]
+
+
+@portable
+def cuda_total_note(card, seen, how):
+    """The note that says what vLLM sees and where the figure comes from (``how``: ``driver_reserve``'s)."""
+    if how == "published":
+        why = "the smallest total CUDA reported for this card in published logs (" + card["cuda_total_source"] + ")"
+    elif how == "given":
+        why = "nvidia-smi total minus the driver_reserved given"
+    else:
+        why = ("nvidia-smi total " + bytes_text(card["memory_bytes"], 2) + " minus an assumed " +
+               bytes_text(card["memory_bytes"] - seen, 2) + " driver reservation: no published CUDA total for this card")
+    return "vLLM sees " + bytes_text(seen, 2) + ": " + why
 
 
 def _kv_budget(mm: ModelSpec, card: GPU, cfg: ServingConfig, kv_name: str, mem: dict[str, int]) -> dict:
@@ -632,8 +661,9 @@ def _serving_breakdown(mm: ModelSpec, card: GPU, cfg: ServingConfig, kv_name: st
     """One GPU's memory as nvidia-smi counts it, with the notes on what vLLM sees and measures."""
     parts, title = serving_parts(mm.name, Fields(card), cfg.tp, [cfg.weights, kv_name], b)
     util = b["util"]
-    notes = [f"vLLM sees {fmt_bytes(b['cuda_total'], 2)} (nvidia-smi total {fmt_bytes(card.memory_bytes, 2)} minus the "
-             f"driver's reservation); it requests {fmt_bytes(b['requested'], 2)} = {float(util):g} x that."]
+    how = driver_reserve(Fields(card), None if cfg.driver_reserved is None else b["r_drv"], 0)[1]
+    notes = [cuda_total_note(Fields(card), b["cuda_total"], how) + f"; it requests {fmt_bytes(b['requested'], 2)} = "
+             f"{float(util):g} x that."]
     if mm.n_kv_heads < cfg.tp:
         notes.append(f"tp={cfg.tp} exceeds the {mm.n_kv_heads} KV heads: each GPU keeps {b['kv_heads']} (replicated).")
     if cfg.activation_peak is None:

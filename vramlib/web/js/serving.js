@@ -29,9 +29,12 @@
 
   function memory(o, tp) {  /* ServingConfig.memory_bytes */
     var out = {};
-    ["driver_reserved", "cuda_context", "nccl_memory", "cuda_graph_memory", "non_torch_memory"].forEach(function (k) {
+    ["cuda_context", "nccl_memory", "cuda_graph_memory", "non_torch_memory"].forEach(function (k) {
       out[k] = VL.parseMemory(o[k], k);
     });
+    if (o.driver_reserved !== null && o.driver_reserved !== undefined) {
+      out.driver_reserved = VL.parseMemory(o.driver_reserved, "driver_reserved");
+    }
     if (o.activation_peak !== null && o.activation_peak !== undefined) {
       out.activation_peak = VL.parseMemory(o.activation_peak, "activation_peak");
     }
@@ -57,6 +60,8 @@
     if (typeof cS !== "number") { throw VL.invalid("sampler_bytes_per_logit", cS, "must be a number"); }
     if (cS <= 0) { throw VL.invalid("sampler_bytes_per_logit", cS, "must be positive"); }
     var mem = memory(o, tp);
+    mem.driver_reserved = PY.driver_reserve(card, mem.driver_reserved === undefined ? null : mem.driver_reserved,
+      VL.parseMemory(K.DRIVER_RESERVED, "driver_reserved"))[0];   /* serving.driver_reserve: the card's, published */
     if (mem.driver_reserved >= card.memory_bytes) {
       throw VL.invalid("driver_reserved", o.driver_reserved, "must be below the card's " + VL.fmtBytes(card.memory_bytes));
     }
