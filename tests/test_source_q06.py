@@ -4,8 +4,10 @@ import vramlib as vl
 SERVE = dict(request_tokens=2048, max_model_len=2048)
 
 
-def starts(model, gpu, weights, tp=1):
-    return vl.serving_kv_capacity(model, gpu, tp=tp, weights=weights, **SERVE).starts
+def starts(model, gpu, weights, tp=1, **kw):
+    """vLLM starts with a 2,048-token max_model_len: a positive budget that holds one whole request."""
+    c = vl.serving_kv_capacity(model, gpu, tp=tp, weights=weights, **SERVE, **kw)
+    return c.starts and c.fits_max_model_len
 
 
 def test_tier_development_t4_7b_quantized():
@@ -21,7 +23,10 @@ def test_tier_small_production_24gb():
 
 def test_tier_medium_a100_40_80():
     assert starts("llama-2-13b", "a100-40gb", "fp16")
-    assert not starts("llama-2-70b", "a100-40gb", "awq-4bit-g128")           # 70B needs the 80 GB card
+    assert not starts("llama-2-70b", "a100-40gb", "awq-4bit-g128")           # 70B at 0.9 needs the 80 GB card ...
+    assert starts("llama-2-70b", "a100-40gb", "awq-4bit-g128", gpu_memory_utilization=0.95)   # ... or 0.95
+    assert vl.serving_kv_capacity("llama-2-70b", "a100-40gb", weights="awq-4bit-g128",
+                                  **SERVE).max_num_batched_tokens == 2048      # vllm serve's default on an A100
     assert starts("llama-2-70b", "a100-80gb", "awq-4bit-g128")
     assert not starts("llama-2-70b", "a100-80gb", "fp16")
 

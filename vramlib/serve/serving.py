@@ -65,6 +65,7 @@ from ..catalog.precision import precision_view
 __all__ = [
     "Efficiency",
     "PUBLISHED_VLLM_PROFILES",
+    "VLLM_BATCH_DEFAULTS",
     "Roofline",
     "ServingCapacity",
     "ServingConfig",
@@ -265,17 +266,37 @@ def published_profile_check() -> list[dict]:
     return rows
 
 
+VLLM_ENTRYPOINTS = ("serve", "llm")
+"""How vLLM is started: ``vllm serve`` (the OpenAI-compatible server) or the ``LLM`` class; their scheduler
+defaults differ (:data:`VLLM_BATCH_DEFAULTS`)."""
+
+VLLM_BATCH_DEFAULTS = {"serve": {"big": [8192, 1024], "small": [2048, 256]},
+                       "llm": {"big": [16384, 1024], "small": [8192, 256]}}
+"""vLLM's ``(max_num_batched_tokens, max_num_seqs)`` by entry point, for a GPU whose CUDA total is at least
+:data:`VLLM_BIG_GPU_BYTES` and that is not an A100 ("big"), and for the others (vllm/engine/arg_utils.py,
+``EngineArgs.get_batch_defaults``, vLLM 0.11: ``device_memory >= 70 * GiB_bytes and "a100" not in device_name``)."""
+
+VLLM_BIG_GPU_BYTES = 70 * GiB
+
+share(VLLM_BATCH_DEFAULTS=VLLM_BATCH_DEFAULTS, VLLM_BIG_GPU_BYTES=VLLM_BIG_GPU_BYTES)
+
+
+@portable
+def vllm_batch_defaults(card, seen, entrypoint):
+    """[max_num_batched_tokens, max_num_seqs] vLLM picks at start-up on ``card`` when CUDA reports ``seen`` bytes."""
+    size = "big" if seen >= shared("VLLM_BIG_GPU_BYTES") and not ("a100" in card["key"]) else "small"
+    return shared("VLLM_BATCH_DEFAULTS")[entrypoint][size]
+
+
 def vllm_default_batch(gpu: str | GPU, entrypoint: str = "serve") -> tuple[int, int]:
-    """vLLM's defaults ``(max_num_batched_tokens, max_num_seqs)`` (engine/arg_utils.py ``get_batch_defaults``):
+    """vLLM's defaults ``(max_num_batched_tokens, max_num_seqs)`` on ``gpu`` (:data:`VLLM_BATCH_DEFAULTS`):
     ``vllm serve`` on a GPU with >= 70 GiB that is not an A100: (8192, 1024); otherwise (2048, 256);
     the ``LLM`` class: (16384, 1024) and (8192, 256)."""
     card = get_gpu(gpu)
-    entrypoint = check_choice("entrypoint", entrypoint, ("serve", "llm"))
+    entrypoint = check_choice("entrypoint", entrypoint, VLLM_ENTRYPOINTS)
     seen = card.memory_bytes - driver_reserve(Fields(card), None, parse_memory(DRIVER_RESERVED))[0]
-    big = seen >= 70 * GiB and "a100" not in card.key     # vLLM reads the total CUDA reports
-    if entrypoint == "serve":
-        return (8192, 1024) if big else (2048, 256)
-    return (16384, 1024) if big else (8192, 256)
+    got = vllm_batch_defaults(Fields(card), seen, entrypoint)
+    return got[0], got[1]
 
 
 # --- helpers ------------------------------------------------------------------------------------------------
@@ -443,7 +464,8 @@ class ServingConfig(Settings):
     """vLLM's start-up settings and the memory it does not measure for :func:`serving_kv_capacity` (chapters 6, 8).
 
     The engine flags: ``gpu_memory_utilization``, ``tp`` (tensor-parallel size), ``block_size``,
-    ``max_num_batched_tokens``, ``max_num_seqs``, ``max_model_len`` (None: the model's trained context),
+    ``max_num_batched_tokens`` and ``max_num_seqs`` (None: what vLLM picks for the card and the ``entrypoint``,
+    "serve" or "llm", :data:`VLLM_BATCH_DEFAULTS`), ``max_model_len`` (None: the model's trained context),
     ``weights`` (the checkpoint's format), ``kv_dtype`` (``--kv-cache-dtype``: "auto", "fp8", "fp8_e5m2" or a float
     format), ``cuda_graphs`` (False: ``--enforce-eager``). ``request_tokens`` (None: ``max_model_len``) sets the
     concurrency. ``cuda_graph_accounting``: "budget" (vLLM >= 0.21) or "headroom" (0.10-0.20). The estimates vLLM
@@ -457,12 +479,13 @@ class ServingConfig(Settings):
     gpu_memory_utilization: float = 0.9
     tp: int = 1
     block_size: int = 16
-    max_num_batched_tokens: int = 8192
+    max_num_batched_tokens: int | None = None
     weights: str = "bf16"
     kv_dtype: str = "auto"
     request_tokens: int | None = None
     cuda_graphs: bool = True
-    max_num_seqs: int = 256
+    max_num_seqs: int | None = None
+    entrypoint: str = "serve"
     max_model_len: int | None = None
     cuda_graph_accounting: str = "budget"
     activation_peak: int | str | None = None
@@ -478,8 +501,10 @@ class ServingConfig(Settings):
         fix = functools.partial(object.__setattr__, self)
         fix("tp", check_positive_int("tp", self.tp))
         fix("block_size", check_choice("block_size", self.block_size, VLLM_BLOCK_SIZES))
-        fix("max_num_batched_tokens", check_positive_int("max_num_batched_tokens", self.max_num_batched_tokens))
-        fix("max_num_seqs", check_positive_int("max_num_seqs", self.max_num_seqs))
+        fix("entrypoint", check_choice("entrypoint", self.entrypoint, VLLM_ENTRYPOINTS))
+        for name in ("max_num_batched_tokens", "max_num_seqs"):
+            if getattr(self, name) is not None:
+                fix(name, check_positive_int(name, getattr(self, name)))
         fix("cuda_graph_accounting", check_choice("cuda_graph_accounting", self.cuda_graph_accounting,
                                                   GRAPH_ACCOUNTING))
         for name in ("max_model_len", "request_tokens"):
@@ -535,6 +560,9 @@ def serving_kv_capacity(m: ModelSpec | str, gpu: str | GPU, config: ServingConfi
     if mem["driver_reserved"] >= card.memory_bytes:
         raise InvalidValueError("driver_reserved", cfg.driver_reserved,
                                 f"must be below the card's {fmt_bytes(card.memory_bytes)}")
+    picked = vllm_batch_defaults(Fields(card), card.memory_bytes - mem["driver_reserved"], cfg.entrypoint)
+    cfg = cfg.with_(max_num_batched_tokens=cfg.max_num_batched_tokens or picked[0],
+                    max_num_seqs=cfg.max_num_seqs or picked[1])
     budget = _kv_budget(mm, card, cfg, kv_name, mem)
     problems = _start_problems(card, cfg, kv_name, budget)
     return _capacity_result(mm, card, cfg, kv_name, budget, problems)

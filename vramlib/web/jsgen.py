@@ -190,7 +190,8 @@ def catalogue_json() -> dict[str, Any]:
             "FP32_BYTES": precision.FP32_BYTES, "SCOPES": list(activations.SCOPES + activations.STEP_SCOPES),
             "LORA_DTYPES": list(step.LORA_DTYPES), "PEAKS": list(step.PEAKS), "AUTOCAST": step.AUTOCAST,
         },
-        "serving": _module_constants("serving", ("GRAPH_ACCOUNTING", "UNUSED_KEY", "DRIVER_RESERVED")),
+        "serving": _module_constants("serving", ("GRAPH_ACCOUNTING", "UNUSED_KEY", "DRIVER_RESERVED",
+                                                 "VLLM_ENTRYPOINTS")),
         "parallel": {**_module_constants("parallel", (
             "ZERO_STAGES", "BUCKETS", "OFFLOAD", "SCHEDULES", "GATHER_BYTES_PER_PARAM")), "CONV_BYTES": conv_bytes_table()},
         "planning": {"BALANCE": _fraction_defaults("planning.balance_verdict", ("peak_share", "good_spread", "ok_spread"))},

@@ -11,7 +11,7 @@ from ...core.portable import Fields, fmt_fixed, portable
 from ...catalog.hardware import GPUS, get_gpu
 from ...catalog.models import get_model
 from ...catalog.precision import precision_names
-from ...serve.serving import serving_verdict, ServingConfig, serving_kv_capacity
+from ...serve.serving import serving_verdict, ServingConfig, serving_kv_capacity, vllm_default_batch
 from ...core.errors import check_positive_int
 from .base import Computed, bounded_int, panel
 
@@ -20,12 +20,13 @@ KV_FORMATS = ["auto", "fp8", "fp8_e5m2", "fp16", "bf16", "fp32"]
 
 def serving_compute(model, n_heads: int, n_kv_heads: int, weights: str, kv_dtype: str, gpu: str, tp: int,
                     gpu_memory_utilization: float, block_size: int, max_num_batched_tokens: int,
-                    request_tokens: int, max_num_seqs: int = 256) -> Computed:
+                    request_tokens: int, max_num_seqs: int | None = None) -> Computed:
     """One update of the serving panel: (Breakdown per GPU, the card's memory, verdict with blocks / concurrency)."""
     m = get_model(model).as_heads(n_heads, n_kv_heads)
     card = get_gpu(gpu)
     config = ServingConfig(gpu_memory_utilization=gpu_memory_utilization, tp=tp, block_size=block_size,
-                           max_num_batched_tokens=max_num_batched_tokens, weights=weights, kv_dtype=kv_dtype,
+                           max_num_batched_tokens=check_positive_int("max_num_batched_tokens", max_num_batched_tokens),
+                           weights=weights, kv_dtype=kv_dtype,
                            request_tokens=request_tokens, max_num_seqs=max_num_seqs,
                            max_model_len=check_positive_int("request tokens", request_tokens))
     cap = serving_kv_capacity(m, card, config)
@@ -43,12 +44,15 @@ def serving_panel_verdict(c, request_tokens):
 
 
 def serving_panel(model, gpu: str = "a100-80gb", weights: str = "bf16", kv_dtype: str = "auto", tp: int = 1,
-                  gpu_memory_utilization: float = 0.9, block_size: int = 16, max_num_batched_tokens: int = 8192,
+                  gpu_memory_utilization: float = 0.9, block_size: int = 16, max_num_batched_tokens: int | None = None,
                   request_tokens: int = 8192):
-    """Controls: heads, KV heads, weights, KV cache dtype, GPU, tp, utilization, block size, batched tokens, request length."""
+    """Controls: heads, KV heads, weights, KV cache dtype, GPU, tp, utilization, block size, batched tokens, request
+    length. ``max_num_batched_tokens`` None: what ``vllm serve`` picks on ``gpu`` (``vllm_default_batch``)."""
     import ipywidgets as w
 
     m = get_model(model)
+    if max_num_batched_tokens is None:
+        max_num_batched_tokens = vllm_default_batch(gpu)[0]
     style = {"description_width": "initial"}
     controls = {
         "n_heads": bounded_int(value=m.n_heads, min=1, max=512, description="heads", style=style),

@@ -50,8 +50,10 @@
     var card = VL.getGpu(gpu), tp = VL.checkTp("tp", o.tp, m.name, m.spec.n_heads, m.spec.n_kv_heads);
     utilization(o.gpu_memory_utilization);
     VL.checkPositiveInt("block_size", o.block_size);
-    VL.checkPositiveInt("max_num_batched_tokens", o.max_num_batched_tokens);
-    VL.checkPositiveInt("max_num_seqs", o.max_num_seqs);
+    VL.checkChoice("entrypoint", o.entrypoint, K.VLLM_ENTRYPOINTS);
+    ["max_num_batched_tokens", "max_num_seqs"].forEach(function (k) {
+      if (o[k] !== null && o[k] !== undefined) { VL.checkPositiveInt(k, o[k]); }
+    });
     VL.checkChoice("cuda_graph_accounting", o.cuda_graph_accounting, K.GRAPH_ACCOUNTING);
     if (o.max_model_len !== null) { VL.checkPositiveInt("max_model_len", o.max_model_len); }
     if (o.request_tokens !== null) { VL.checkPositiveInt("request_tokens", o.request_tokens); }
@@ -66,7 +68,9 @@
       throw VL.invalid("driver_reserved", o.driver_reserved, "must be below the card's " + VL.fmtBytes(card.memory_bytes));
     }
     var act = PY.serving_activation_format(VL.getPrecision(weights, "weights"), card);
-    var cfg = Object.assign({}, o, { tp: tp, weights: weights });
+    var picked = PY.vllm_batch_defaults(card, card.memory_bytes - mem.driver_reserved, o.entrypoint);
+    var cfg = Object.assign({}, o, { tp: tp, weights: weights,      /* serving_kv_capacity: the card's vLLM defaults */
+      max_num_batched_tokens: o.max_num_batched_tokens || picked[0], max_num_seqs: o.max_num_seqs || picked[1] });
     var b = PY.kv_budget(m, card, cfg, mem, [VL.weightsBytes(m, weights), VL.getPrecision(act).bytes_per_element,
       VL.kvBytesPerElement(kvName)]);
     var problems = PY.start_problems(card, [weights, kvName, act], b);
@@ -82,7 +86,8 @@
     var m = VL.withHeads(VL.model(a.model), a.n_heads, a.n_kv_heads);
     var card = VL.getGpu(a.gpu);
     var c = VL.servingKvCapacity(m, card.key, { gpu_memory_utilization: a.gpu_memory_utilization, tp: a.tp,
-      block_size: a.block_size, max_num_batched_tokens: a.max_num_batched_tokens, weights: a.weights,
+      block_size: a.block_size, max_num_batched_tokens: VL.checkPositiveInt("max_num_batched_tokens", a.max_num_batched_tokens),
+      weights: a.weights,
       kv_dtype: a.kv_dtype, request_tokens: a.request_tokens,
       max_num_seqs: a.max_num_seqs === undefined ? DEFAULTS.max_num_seqs : a.max_num_seqs,
       max_model_len: VL.checkPositiveInt("request tokens", a.request_tokens) });
