@@ -517,6 +517,9 @@ def _documented_default(model_type: str, key: str, spec: vl.ModelSpec) -> dict |
         from transformers import AutoConfig  # the config class's own default (PhimoeConfig: False, GptOss: True)
         default = bool(AutoConfig.for_model(fam).attention_bias)
         return {"qkv_bias": default, "attn_out_bias": default}
+    if key == "lm_head_bias" and fam == "phimoe":
+        from transformers import AutoConfig  # PhimoeConfig's own default (False); Phi-3.5-MoE's file says True
+        return {"lm_head_bias": bool(AutoConfig.for_model(fam).lm_head_bias)}
     if fam == "falcon" and key in ("multi_query", "parallel_attn", "bias", "new_decoder_architecture", "alibi"):
         return {}  # falcon-7b's values are FalconConfig's defaults
     return None

@@ -57,6 +57,7 @@ BASE: dict[str, tuple[tuple, dict]] = {
     "inference_memory_tp": ((M7,), dict(n_gpus=2, tokens=2048)),
     "largest_module_params": ((M7,), dict(tp=2)),
     "linearity": (("llama-2-13b", M7), dict(seq=2048)),
+    "llamacpp_memory": ((M7, "q4_k_m"), dict(n_ctx=4096, n_ubatch=512)),
     "max_params_model_states": (("80GB",), dict(dp=8, stage=3)),
     "max_seq_for_plan": ((M7, A100), {}),
     "max_seq_for_training": ((M7, "80GB"), dict(method="lora")),
@@ -103,7 +104,8 @@ MAYBE = {"zero": 0, "negative": -1, "huge": 10**30, "half": 0.5, "none": None, "
 
 FREE_TEXT = {"field", "title", "label", "setting", "caption", "lever"}  # arguments that are labels, any text
 
-SETTINGS = {"search_plans": "PlanSpace", "serving_kv_capacity": "ServingConfig", "roofline": "Efficiency"}
+SETTINGS = {"search_plans": "PlanSpace", "serving_kv_capacity": "ServingConfig", "roofline": "Efficiency",
+            "llamacpp_memory": "LlamaCppConfig"}
 """Functions that take a settings object and its fields as keywords (``**settings``): the sweep feeds every field
 of the settings class through those keywords, as it does for the named arguments."""
 THROUGH_KEYWORDS: dict[str, tuple[str, ...]] = {

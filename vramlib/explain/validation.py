@@ -34,6 +34,7 @@ from ..memory.inference import (inference_memory, kv_bytes_per_token, kv_cache_b
                                 weights_bytes)
 from ..catalog.models import ModelSpec, get_model, model_names
 from ..plans.parallel import deepspeed_zero3_estimate, plan_memory, zero_model_states
+from ..serve.llamacpp import llamacpp_memory
 from ..catalog.precision import get_precision
 from ..core.symbols import E as S_E, b_a as S_ba
 from ..memory.training import CONVENTIONS, adamw_bytes_per_param, lora_params, optimizer_state_bytes, \
@@ -42,7 +43,7 @@ from ..memory.step import OPTIMIZER_IMPLS
 from ..core.units import GB, GiB, gb
 
 MEASUREMENTS = ("param_counts", "saved_bytes", "kv_cache", "architectures", "peaks", "step_peaks", "fsdp_peaks", "lora",
-                "optimizer", "cuda_memory")
+                "optimizer", "llamacpp_buffers", "cuda_memory")
 """The measurement files in ``data/measured/`` (``cuda_memory`` exists only after a run on a GPU)."""
 
 COMPONENTS = ("parameters", "KV cache", "KV per token (config)", "activations (hf)", "activations (megatron)",
@@ -462,6 +463,69 @@ def fsdp_rows(peak: str = "step") -> list[Row]:
              else "")
         out.append(Row(f"data-parallel step, plan_memory peak={peak!r} (FSDP2, fake CUDA)", r["id"], r["peak_bytes"],
                        bd.total, note))
+    return out
+
+
+def llamacpp_spec(model: dict) -> ModelSpec:
+    """The ModelSpec of a tiny GGUF the llama.cpp harness wrote (its hyperparameters as stored)."""
+    swa = model.get("n_swa") or 0
+    gemma = model["arch"] == "gemma2"
+    return ModelSpec(f"gguf-{model['arch']}-{model['n_embd']}", model["n_layer"], model["n_embd"], model["n_head"],
+                     model["n_head_kv"], model["head_dim"], model["n_ff"], model["n_vocab"],
+                     tied_embeddings=model["tied_embeddings"], sliding_window=swa,
+                     norms_per_layer=4 if gemma else 2, family="gemma2" if gemma else "llama",
+                     layer_types=tuple("sliding" if swa and i % 2 == 0 else "full" for i in range(model["n_layer"]))
+                     if swa else ())
+
+
+LLAMACPP_WEIGHTS = {"f16": "fp16", "f32": "fp32", "q8_0": "q8_0", "q4_0": "q4_0"}
+"""The vramlib format of each weight type the llama.cpp harness wrote."""
+
+
+def _llamacpp_call(r: dict):
+    s, p = r["settings"], r["parsed"]
+    return llamacpp_memory(llamacpp_spec(r["model"]), LLAMACPP_WEIGHTS[r["model"]["weight_type"]], n_ctx=s["n_ctx"],
+                           n_batch=s["n_batch"],
+                           n_ubatch=s["n_ubatch"], flash_attn=p.get("flash_attn") == "enabled" or
+                           (s["flash_attn"] == -1 and "enabled" in " ".join(r["log_lines"])),
+                           type_k=s["type_k"], type_v=s["type_v"], n_seq=s["n_seq_max"], kv_unified=s["kv_unified"],
+                           swa_full=s["swa_full"])
+
+
+def llamacpp_rows(buffer: str = "kv cache") -> list[Row]:
+    """llama.cpp's own buffer sizes on tiny GGUFs (``llamacpp_buffers.json``: ``llama_get_memory_breakdown``'s
+    exact bytes, summed over buffer types) against :func:`vramlib.serve.llamacpp.llamacpp_memory`: ``buffer`` is
+    "kv cache" or "compute buffer" (each context that ran), or "model buffer" (each model once, against
+    ``llama_model_size``, the tensors' bytes; the Q4_0 file is left out: it quantizes its LM head to Q4_0, where
+    llama-quantize, which vramlib's format follows, keeps Q6_K)."""
+    check_choice("buffer", buffer, ("kv cache", "compute buffer", "model buffer"))
+    key = {"kv cache": "context", "compute buffer": "compute"}.get(buffer)
+    out, seen = [], set()
+    for r in load_measured("llamacpp_buffers")["rows"]:
+        if not r["exact"].get("memory_breakdown") or (key is None and (r["model_id"] in seen or
+                                                                        r["model"]["weight_type"] == "q4_0")):
+            continue
+        seen.add(r["model_id"])
+        got = sum(b[key] for b in r["exact"]["memory_breakdown"]) if key else r["exact"]["llama_model_size"]
+        bd = _llamacpp_call(r)
+        out.append(Row(f"llama.cpp {buffer}", r["id"], got, bd[buffer], "; ".join(bd.notes[2:])))
+    return out
+
+
+def llamacpp_table() -> list[dict]:
+    """llama.cpp's buffers against ``llamacpp_memory``, one line per buffer (and the compute buffer with and without
+    flash attention): contexts (or models) compared, how many exactly, the largest error and its sign."""
+    fa = {r["id"] for r in load_measured("llamacpp_buffers")["rows"]
+          if r["parsed"].get("flash_attn") == "enabled" or r["settings"]["flash_attn"] == -1}
+    groups = {"model buffer": llamacpp_rows("model buffer"), "kv cache": llamacpp_rows("kv cache")}
+    compute = llamacpp_rows("compute buffer")
+    groups["compute buffer, no flash attention"] = [r for r in compute if r.id not in fa]
+    groups["compute buffer, flash attention (a lower bound)"] = [r for r in compute if r.id in fa]
+    out = []
+    for name, rows in groups.items():
+        worst = max(rows, key=lambda r: abs(r.error))
+        out.append({"buffer": name, "compared": len(rows), "exact": sum(r.error == 0 for r in rows),
+                    "largest error %": 100 * worst.error})
     return out
 
 
@@ -986,7 +1050,7 @@ __all__ = [
     "published_entry", "published_measured", "published_prediction", "published_predictions",
     "published_rows",
     "published_stats", "published_table", "real_setup_bytes", "fake_cuda_cpu_check", "step_inference_rows",
-    "fsdp_gap", "fsdp_phase_rows", "fsdp_rows", "fsdp_summary", "fsdp_table",
+    "fsdp_gap", "fsdp_phase_rows", "llamacpp_rows", "llamacpp_spec", "llamacpp_table", "fsdp_rows", "fsdp_summary", "fsdp_table",
     "step_peak_gap", "step_peak_rows", "step_peak_table", "step_sum_rows", "lora_sum_error", "bnb8_state_row",
     "step_peak_summary",
 ]

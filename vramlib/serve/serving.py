@@ -273,7 +273,7 @@ defaults differ (:data:`VLLM_BATCH_DEFAULTS`)."""
 VLLM_BATCH_DEFAULTS = {"serve": {"big": [8192, 1024], "small": [2048, 256]},
                        "llm": {"big": [16384, 1024], "small": [8192, 256]}}
 """vLLM's ``(max_num_batched_tokens, max_num_seqs)`` by entry point, for a GPU whose CUDA total is at least
-:data:`VLLM_BIG_GPU_BYTES` and that is not an A100 ("big"), and for the others (vllm/engine/arg_utils.py,
+``VLLM_BIG_GPU_BYTES`` (70 GiB) and that is not an A100 ("big"), and for the others (vllm/engine/arg_utils.py,
 ``EngineArgs.get_batch_defaults``, vLLM 0.11: ``device_memory >= 70 * GiB_bytes and "a100" not in device_name``)."""
 
 VLLM_BIG_GPU_BYTES = 70 * GiB
@@ -473,7 +473,8 @@ class ServingConfig(Settings):
     ``non_torch_memory``, ``cuda_context``, ``nccl_memory`` (tp > 1), ``cuda_graph_memory``, ``driver_reserved``
     (None: the card's nvidia-smi total minus its published CUDA total, ``GPU.cuda_total_bytes``, or
     ``DRIVER_RESERVED`` where none is published, said in the result), and ``sampler_bytes_per_logit`` (c_s).
-    Each field is checked here (one line naming it); what depends on the model or the card (tp against the KV heads, the driver's share of the card) is checked by the call.
+    Each field is checked here (one line naming it); what depends on the model or the card (tp against the KV
+    heads, the driver's share of the card) is checked by the call.
     """
 
     gpu_memory_utilization: float = 0.9

@@ -1,0 +1,81 @@
+"""llama.cpp in exact bytes (vramlib.serve.llamacpp) against llama.cpp's own buffers on tiny GGUFs
+(tools/measure/llamacpp_buffers.py -> vramlib/data/measured/llamacpp_buffers.json: llama_get_memory_breakdown at
+context creation, llama.cpp 0c1e57098 via llama-cpp-python 0.3.36)."""
+from __future__ import annotations
+
+import pytest
+
+import vramlib as vl
+from vramlib import validation as V
+from vramlib.core import formulas as F
+from vramlib.serve import llamacpp as L
+
+DATA = V.load_measured("llamacpp_buffers")
+RAN = [r for r in DATA["rows"] if r["exact"].get("memory_breakdown")]
+
+
+def test_the_stored_file_says_how_it_was_made():
+    assert DATA["command"].startswith("python tools/measure/llamacpp_buffers.py") and DATA["llama_cpp_python"]
+    assert "0c1e57098" in DATA["llama_cpp_commit"] and len(RAN) >= 90 and len(DATA["rows"]) > len(RAN)
+    assert {r["model"]["arch"] for r in RAN} == {"llama", "gemma2"}
+
+
+def test_context_padding_is_llamacpps():
+    """n_ctx padded to 256; per-sequence cells padded again without a unified cache; the micro-batch clamped to the
+    *requested* context (every context that ran)."""
+    for r in RAN:
+        s = r["settings"]
+        vals = dict(n_ctx=s["n_ctx"], n_seq=s["n_seq_max"], z_uni=int(s["kv_unified"]), n_b=s["n_batch"],
+                    n_ub=s["n_ubatch"])
+        assert F.evaluate(L.N_CTX_SEQ, **vals) == r["exact"]["llama_n_ctx_seq"], r["id"]
+        assert F.evaluate(L.U_BATCH, **vals) == r["exact"]["llama_n_ubatch"], r["id"]
+
+
+def test_kv_cache_and_model_buffer_are_exact():
+    for buffer in ("kv cache", "model buffer"):
+        rows = V.llamacpp_rows(buffer)
+        assert len(rows) >= (90 if buffer == "kv cache" else 9)
+        assert all(r.predicted == r.measured for r in rows), [r.id for r in rows if r.predicted != r.measured]
+
+
+def test_compute_buffer_without_flash_attention_exact_with_it_a_named_lower_bound():
+    rows = V.llamacpp_rows("compute buffer")
+    fa = {r["id"] for r in RAN if r["parsed"].get("flash_attn") == "enabled" or r["settings"]["flash_attn"] == -1}
+    off = [r for r in rows if r.id not in fa]
+    assert len(off) >= 60 and sum(r.predicted == r.measured for r in off) == len(off) - 1
+    odd = next(r for r in off if r.predicted != r.measured)      # the rotated quantized K: named, within 1.5%
+    assert "Hadamard" in odd.note and 0 < odd.error < 0.015
+    on = [r for r in rows if r.id in fa]
+    assert len(on) >= 20 and all(r.predicted <= r.measured and r.error > -0.08 for r in on)
+    assert all("lower bound" in r.note for r in on)
+
+
+def test_the_issues_figures():
+    """Without flash attention CodeLlama-34B at 16K holds its f32 KQ scores, n_ctx x n_ubatch x n_head x 4 bytes."""
+    m = vl.get_model("codellama-34b")
+    bd = L.llamacpp_memory(m, "q4_k_m", n_ctx=16384, flash_attn=False)
+    assert bd["compute buffer"] > 16384 * 512 * m.n_heads * 4 > 2.1e9
+    assert L.llamacpp_memory(m, "q4_k_m", n_ctx=16384)["compute buffer"] < bd["compute buffer"] / 5
+    assert bd["kv cache"] == m.n_layers * 16384 * 2 * m.n_kv_heads * m.head_dim * 2
+
+
+@pytest.mark.parametrize("kw, field", [(dict(type_v="q8_0", flash_attn=False), "type_v"), (dict(n_gpu_layers=10),
+                                        "n_gpu_layers"), (dict(type_k="q3_k"), "type_k"), (dict(n_ctx=0), "n_ctx"),
+                                       (dict(flash_attn="yes"), "flash_attn")])
+def test_refusals_name_the_field(kw, field):
+    with pytest.raises(vl.VramlibError, match=field) as e:
+        L.llamacpp_memory("llama-3.1-8b", "q4_k_m", **kw)
+    assert "\n" not in str(e.value)
+
+
+def test_layer_kinds_not_modelled_refuse():
+    for name in ("deepseek-v3", "bamba-9b", "mixtral-8x7b"):
+        with pytest.raises(vl.VramlibError, match="not modelled"):
+            L.llamacpp_memory(name, "q4_k_m")
+
+
+def test_sliding_window_layers_hold_their_window():
+    m = vl.get_model("gemma-2-9b")
+    short = L.llamacpp_memory(m, "q4_k_m", n_ctx=32768)
+    full = L.llamacpp_memory(m, "q4_k_m", n_ctx=32768, swa_full=True)
+    assert short["kv cache"] < full["kv cache"]

@@ -1,0 +1,239 @@
+"""llama.cpp as a runtime, in exact bytes: the buffers a ``llama_context`` allocates at start-up (issue 14).
+
+llama.cpp (ggml-org/llama.cpp at commit 0c1e57098, the copy llama-cpp-python 0.3.36 vendors) allocates, per
+backend: the **model buffer** (the GGUF's tensors), the **KV cache** (``llama_kv_cache``: one K and one V tensor per
+layer), the **compute buffer** (``sched_reserve``: ggml-alloc's high-water mark over the worst-case graph of one
+micro-batch) and the host **output buffer** (logits). The rules, read from the source (``docs/llamacpp-rules.md``
+has the file and line of each) and measured on tiny GGUFs (``tools/measure/llamacpp_buffers.py`` ->
+``vramlib/data/measured/llamacpp_buffers.json``, 96 contexts, exact bytes from ``llama_get_memory_breakdown``):
+
+* **Context** (``src/llama-context.cpp``): ``n_batch = min(n_ctx, n_batch)`` and ``n_ubatch = min(n_batch,
+  n_ubatch)`` on the *requested* n_ctx, then ``n_ctx`` is padded to a multiple of 256; without a unified KV cache
+  each of the ``n_seq`` sequences gets ``pad256(n_ctx / n_seq)`` cells of its own stream (:data:`N_CTX_SEQ`).
+* **KV cache** (``src/llama-kv-cache.cpp``, ``-iswa.cpp``): layers x streams x cells x (row(K) + row(V)), a row
+  being ``n_embd_kv / block x block bytes`` of the cache type (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1,
+  iq4_nl); sliding-window layers hold ``pad256(min(n_ctx_seq, n_swa x streams' sequences + n_ubatch))`` cells
+  (:data:`SWA_CELLS`). Quantized V needs flash attention (llama.cpp refuses it otherwise; so does this module).
+  Exact in every measured context.
+* **Compute buffer, without flash attention**: the f32 KQ scores ``n_head x n_kv x u`` with the f32 mask, the
+  inputs, the transposed V's row indices and five ``n_embd``-wide f32 activations, or the LM head's f32 logits of
+  ``u`` tokens, whichever is larger (:data:`COMPUTE_NO_FA`; ``u = min(n_ubatch, n_batch, n_ctx)``). The five
+  activations are read from the measurements (exact in 69 of 70 contexts; the other has a quantized K with a
+  64-wide head, whose Hadamard rotation makes the buffer 1,504 B per token smaller: named in the result).
+  **With flash attention** the f16 mask, the inputs and four ``n_ff``-wide rows per token
+  (:data:`COMPUTE_FA`) are a lower bound: exact in 14 of 26 contexts, up to 2,048 B per token short elsewhere
+  (where ggml-alloc's best fit leaves gaps); the result says so.
+* **Output buffer** (host): ``4 x n_seq x n_vocab`` bytes of logits at start-up (it grows to the outputs of a
+  batch when all logits are requested).
+* **Model buffer**: the weights as :func:`vramlib.memory.inference.weights_bytes` prices the format, with the
+  1-D tensors (norms, biases) in f32 as llama.cpp's converter writes them for float files; each tensor is padded
+  to 32 bytes (nothing for real shapes). The CPU backend's extra buffer types (AMX, repacked Q4_0) copy some
+  weights again and are not counted (named in the result).
+
+Measured on the CPU backend; the CUDA backend builds the same graphs and KV tensors. Not modelled, refused in one
+line: partial offload (``n_gpu_layers`` other than all), layer kinds other than full and sliding-window attention
+(MLA, state-space layers, chunked attention), mixture-of-experts compute graphs.
+
+Used in: chapters 5, 7 and 16 (planned: issue 14).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import sympy as sp
+
+from ..catalog.models import ModelSpec, get_model
+from ..core import formulas as F
+from ..core.errors import InvalidValueError, check_choice, check_positive_int, checked_call
+from ..core.settings import Settings, settings_class
+from ..memory.breakdown import Breakdown
+from ..memory.inference import weights_bytes
+
+CTX_PAD = 256
+"""llama.cpp pads the context (and each sequence's cells) to a multiple of 256 (``GGML_PAD(n_ctx, 256)``)."""
+
+TENSOR_ALIGNMENT = 32
+"""ggml's tensor alignment in a buffer (``TENSOR_ALIGNMENT``, ggml-impl.h; ``GGML_PAD(size, 32)`` per tensor)."""
+
+KV_TYPES: dict[str, Fraction] = {"f32": Fraction(4), "f16": Fraction(2), "bf16": Fraction(2),
+                                 "q8_0": Fraction(34, 32), "q4_0": Fraction(18, 32), "q4_1": Fraction(20, 32),
+                                 "q5_0": Fraction(22, 32), "q5_1": Fraction(24, 32), "iq4_nl": Fraction(18, 32)}
+"""Bytes per element of the cache types llama.cpp accepts for ``--cache-type-k/-v`` (ggml block sizes)."""
+
+_nn = dict(integer=True, nonnegative=True)
+_pos = dict(integer=True, positive=True)
+n_ctx, n_seq, n_ub, n_b, n_swa, n_kv = (sp.Symbol(x, **_pos) for x in ("n_ctx", "n_seq", "n_ub", "n_b", "n_swa",
+                                                                       "n_kv"))
+z_uni = sp.Symbol("z_uni", **_nn)       # 1: one unified KV stream for all sequences
+n_head, n_embd, n_vocab, n_ff, e_v = (sp.Symbol(x, **_pos) for x in ("n_head", "n_embd", "n_vocab", "n_ff", "e_v"))
+n_kv_f, n_kv_s = (sp.Symbol(x, **_nn) for x in ("n_kv_f", "n_kv_s"))   # cells per stream of each cache
+z_f, z_s = (sp.Symbol(x, **_nn) for x in ("z_f", "z_s"))               # 1 when the model has such layers
+
+
+def _pad(x, k):
+    return k * sp.ceiling(x / k)
+
+
+N_CTX = _pad(n_ctx, CTX_PAD)
+"""The context llama.cpp allocates for a requested n_ctx."""
+
+N_CTX_SEQ = z_uni * N_CTX + (1 - z_uni) * _pad(sp.floor(N_CTX / n_seq), CTX_PAD)
+"""Cells per stream: the whole padded context (unified) or each sequence's padded share."""
+
+N_STREAM = z_uni + (1 - z_uni) * n_seq
+"""KV streams: one when unified, else one per sequence."""
+
+U_BATCH = sp.Min(n_ub, n_b, n_ctx)
+"""The micro-batch the compute buffer is reserved for: n_ubatch clamped to n_batch and the requested n_ctx."""
+
+SWA_CELLS = _pad(sp.Min(N_CTX_SEQ, n_swa * (z_uni * n_seq + 1 - z_uni) + U_BATCH), CTX_PAD)
+"""Cells of a sliding-window layer (``llama_kv_cache_iswa``; ``swa_full`` gives it ``N_CTX_SEQ``)."""
+
+
+def _p(x):
+    return _pad(x, TENSOR_ALIGNMENT)
+
+
+_u = U_BATCH
+COMPUTE_LOGITS = _p(4 * n_vocab * _u) + 2 * _p(4 * n_embd * _u) + _p(4 * _u)
+"""The LM head's peak: f32 logits of u tokens, two n_embd-wide rows and the output ids."""
+
+COMPUTE_NO_FA = sp.Max(_p(4 * n_head * n_kv * _u) + z_f * _p(4 * n_kv_f * _u) + z_s * _p(4 * n_kv_s * _u)
+                       + 3 * _p(4 * _u) + (z_f + z_s) * (_p(8 * _u) + _p(8 * _u * e_v)) + 5 * _p(4 * n_embd * _u),
+                       COMPUTE_LOGITS)
+"""Compute buffer without flash attention: the f32 scores with softmax in place (``n_kv``: the larger cache's
+cells per stream), the f32 mask of each cache (full ``n_kv_f``, sliding-window ``n_kv_s``), the token, position and
+output-id inputs, each cache's K and transposed-V row indices, five n_embd-wide f32 activations (measured) -- or the
+logits."""
+
+COMPUTE_FA = sp.Max(z_f * _p(2 * n_kv_f * _u) + z_s * _p(2 * n_kv_s * _u) + 3 * _p(4 * _u)
+                    + (z_f + z_s) * 2 * _p(8 * _u) + 4 * _p(4 * n_ff * _u), COMPUTE_LOGITS)
+"""Compute buffer with flash attention, a lower bound: the f16 mask(s), the inputs and four n_ff-wide f32 rows."""
+
+OUTPUT_BYTES = 4 * n_seq * n_vocab
+"""The host output buffer at start-up: one f32 row of logits per sequence."""
+
+
+def _kinds(m: ModelSpec) -> dict[str, int]:
+    """Layers by attention kind, refusing the kinds llama.cpp's rules here do not cover."""
+    out: dict[str, int] = {}
+    for count, mixer, mlp, _ in m.layer_kinds():
+        if mixer not in ("full", "sliding") or m.attention != "gqa":
+            raise InvalidValueError("model", m.name, f"{mixer} layers ({m.attention}) are not modelled for llama.cpp "
+                                    "yet: full and sliding-window GQA attention are")
+        if mlp != "dense":
+            raise InvalidValueError("model", m.name, "llama.cpp's compute buffer is measured for dense MLPs; "
+                                    f"{mlp} layers are not modelled yet")
+        out[mixer] = out.get(mixer, 0) + count
+    return out
+
+
+@settings_class
+@dataclass(frozen=True)
+class LlamaCppConfig(Settings):
+    """A llama.cpp context's settings (``llama-server`` / ``llama-cli`` flags): ``n_ctx`` (``-c``), ``n_batch``
+    (``-b``), ``n_ubatch`` (``-ub``), ``flash_attn`` (``-fa``), ``type_k`` / ``type_v`` (``-ctk`` / ``-ctv``: a key
+    of :data:`KV_TYPES`), ``n_seq`` (``-np``, parallel sequences), ``kv_unified`` (one KV stream for all of them),
+    ``swa_full`` (full-size cache for sliding-window layers), ``n_gpu_layers`` (``-ngl``; -1: all). Each field is
+    checked here in one line; quantized V needs flash attention (llama.cpp refuses it too)."""
+
+    n_ctx: int = 8192
+    n_batch: int = 2048
+    n_ubatch: int = 512
+    flash_attn: bool = True
+    type_k: str = "f16"
+    type_v: str = "f16"
+    n_seq: int = 1
+    kv_unified: bool = True
+    swa_full: bool = False
+    n_gpu_layers: int = -1
+
+    def __post_init__(self) -> None:
+        for name in ("n_ctx", "n_batch", "n_ubatch", "n_seq"):
+            object.__setattr__(self, name, check_positive_int(name, getattr(self, name)))
+        for name in ("flash_attn", "kv_unified", "swa_full"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidValueError(name, getattr(self, name), "must be True or False")
+        for name in ("type_k", "type_v"):
+            object.__setattr__(self, name, check_choice(name, getattr(self, name), KV_TYPES))
+        if self.type_v not in ("f32", "f16", "bf16") and not self.flash_attn:
+            raise InvalidValueError("type_v", self.type_v, "quantized V cache requires flash_attn=True (llama.cpp "
+                                                           "refuses it)")
+        if self.n_gpu_layers != -1:
+            raise InvalidValueError("n_gpu_layers", self.n_gpu_layers, "partial offload is not modelled yet: use -1 "
+                                                                       "(all)")
+
+    def values(self) -> dict[str, int]:
+        """The symbol values of the context expressions."""
+        return {"n_ctx": self.n_ctx, "n_b": self.n_batch, "n_ub": self.n_ubatch, "n_seq": self.n_seq,
+                "z_uni": int(self.kv_unified)}
+
+
+def _model_buffer(m: ModelSpec, weights: str) -> int:
+    """The weights, with float files' 1-D tensors in f32 as llama.cpp's converter writes them."""
+    total = weights_bytes(m, weights)
+    if weights in ("fp16", "bf16"):
+        g = m.param_groups()
+        total += 2 * (g["norm"] + g["bias"])
+    return total
+
+
+def _ints(expr, vals) -> int:
+    return F.to_int_bytes(F.evaluate(expr, **vals))     # whole counts (the expressions are integral)
+
+
+def _kv_and_compute(m: ModelSpec, c: LlamaCppConfig) -> tuple[int, int, dict]:
+    """The KV cache and compute buffer bytes, and the context's numbers for the notes."""
+    kinds = _kinds(m)
+    vals = dict(c.values(), n_swa=max(m.sliding_window, 1))
+    cells_full = _ints(N_CTX_SEQ, vals)
+    cells = {"full": cells_full, "sliding": cells_full if c.swa_full else _ints(SWA_CELLS, vals)}
+    streams = _ints(N_STREAM, vals)
+    e_kv = m.n_kv_heads * m.head_dim
+    row = (KV_TYPES[c.type_k] + KV_TYPES[c.type_v]) * e_kv
+    kv = sum(n * streams * cells[kind] * row for kind, n in kinds.items())
+    shape = dict(vals, n_head=m.n_heads, n_embd=m.hidden, n_vocab=m.vocab, n_ff=m.ffn, e_v=e_kv,
+                 n_kv=max(cells[k] for k in kinds), n_kv_f=cells["full"], n_kv_s=cells["sliding"],
+                 z_f=int("full" in kinds), z_s=int("sliding" in kinds))
+    compute = _ints(COMPUTE_FA if c.flash_attn else COMPUTE_NO_FA, shape)
+    return F.to_int_bytes(kv), compute, dict(shape, n_ctx_pad=_ints(N_CTX, vals), cells=cells_full, streams=streams,
+                                             u=_ints(U_BATCH, vals))
+
+
+def _notes(m: ModelSpec, c: LlamaCppConfig, s: dict) -> tuple[str, ...]:
+    notes = [f"llama.cpp at commit 0c1e57098 (llama-cpp-python 0.3.36): n_ctx {s['n_ctx_pad']:,}, {s['cells']:,} "
+             f"cells per stream x {s['streams']} stream(s), micro-batch {s['u']:,}",
+             "model buffer: the weights as vramlib prices the format (1-D tensors in f32); the CPU backend's "
+             "AMX / repacked copies of some weights are not counted"]
+    if c.flash_attn:
+        notes.append("compute buffer with flash attention: a lower bound (llama.cpp's own was 0-8% more on the "
+                     "measured GGUFs, where ggml-alloc's best fit leaves gaps)")
+    elif c.type_k not in ("f32", "f16", "bf16") and m.head_dim % 64 == 0:
+        notes.append("compute buffer: quantized K with a 64-multiple head turns on llama.cpp's Hadamard rotation, "
+                     "measured 1,504 B per token below this figure (an upper bound)")
+    return tuple(notes)
+
+
+@checked_call
+def llamacpp_memory(model: ModelSpec | str, weights: str = "q4_k_m", config: LlamaCppConfig | None = None,
+                    **settings) -> Breakdown:
+    """The buffers of a llama.cpp context (see the module doc): ``model buffer``, ``kv cache``, ``compute buffer``
+    and ``output buffer``, exact bytes, with notes naming what is a bound or not counted. ``config``: a
+    :class:`LlamaCppConfig`, or its fields as keywords (``n_ctx=8192, n_ubatch=512, flash_attn=True, type_k="f16",
+    ...``; on top of it when both are given).
+
+    >>> llamacpp_memory("llama-3.1-8b", "q4_k_m", n_ctx=8192)["kv cache"]
+    1073741824
+    """
+    m = get_model(model)
+    c = LlamaCppConfig.build("llamacpp_memory", config, settings, field="config", also=("model", "weights", "config"))
+    kv, compute, s = _kv_and_compute(m, c)
+    return Breakdown({"model buffer": _model_buffer(m, weights), "kv cache": kv, "compute buffer": compute,
+                      "output buffer": _ints(OUTPUT_BYTES, s)},
+                     title=f"{m.name} in llama.cpp: {weights}, n_ctx {c.n_ctx:,}, K {c.type_k} / V {c.type_v}, "
+                           f"flash attention {'on' if c.flash_attn else 'off'}", notes=_notes(m, c, s))
+
+
+__all__ = ["COMPUTE_FA", "COMPUTE_LOGITS", "COMPUTE_NO_FA", "CTX_PAD", "KV_TYPES", "LlamaCppConfig", "N_CTX",
+           "N_CTX_SEQ", "N_STREAM", "OUTPUT_BYTES", "SWA_CELLS", "TENSOR_ALIGNMENT", "U_BATCH", "llamacpp_memory"]
