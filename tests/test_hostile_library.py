@@ -58,6 +58,7 @@ BASE: dict[str, tuple[tuple, dict]] = {
     "largest_module_params": ((M7,), dict(tp=2)),
     "linearity": (("llama-2-13b", M7), dict(seq=2048)),
     "llamacpp_memory": ((M7, "q4_k_m"), dict(n_ctx=4096, n_ubatch=512)),
+    "llamacpp_max_ctx": ((M7, "rtx-4090", "q4_k_m"), dict(n_ubatch=512)),
     "max_params_model_states": (("80GB",), dict(dp=8, stage=3)),
     "max_seq_for_plan": ((M7, A100), {}),
     "max_seq_for_training": ((M7, "80GB"), dict(method="lora")),
@@ -105,7 +106,7 @@ MAYBE = {"zero": 0, "negative": -1, "huge": 10**30, "half": 0.5, "none": None, "
 FREE_TEXT = {"field", "title", "label", "setting", "caption", "lever"}  # arguments that are labels, any text
 
 SETTINGS = {"search_plans": "PlanSpace", "serving_kv_capacity": "ServingConfig", "roofline": "Efficiency",
-            "llamacpp_memory": "LlamaCppConfig"}
+            "llamacpp_memory": "LlamaCppConfig", "llamacpp_max_ctx": "LlamaCppConfig"}
 """Functions that take a settings object and its fields as keywords (``**settings``): the sweep feeds every field
 of the settings class through those keywords, as it does for the named arguments."""
 THROUGH_KEYWORDS: dict[str, tuple[str, ...]] = {

@@ -79,3 +79,13 @@ def test_sliding_window_layers_hold_their_window():
     short = L.llamacpp_memory(m, "q4_k_m", n_ctx=32768)
     full = L.llamacpp_memory(m, "q4_k_m", n_ctx=32768, swa_full=True)
     assert short["kv cache"] < full["kv cache"]
+
+
+def test_the_longest_context_is_the_last_256_cells_that_fit():
+    n = vl.llamacpp_max_ctx("llama-3.1-8b", "rtx-4090", "q4_k_m")
+    budget = L.gpu_budget("rtx-4090")[0]
+    on_gpu = (lambda k: sum(L.llamacpp_memory("llama-3.1-8b", "q4_k_m", n_ctx=k)[x] for x in L.GPU_BUFFERS))
+    assert n % L.CTX_PAD == 0 and on_gpu(n) <= budget < on_gpu(n + L.CTX_PAD)
+    assert vl.llamacpp_max_ctx("llama-3.1-8b", "rtx-4090", "q4_k_m", flash_attn=False) < n      # the f32 scores
+    assert vl.llamacpp_max_ctx("llama-3.1-8b", "rtx-4090", "q4_k_m", type_k="q8_0", type_v="q8_0") > 1.8 * n
+    assert vl.llamacpp_max_ctx("llama-3.1-70b", "rtx-4090", "q4_k_m") == 0                   # the weights alone

@@ -30,7 +30,7 @@ __all__ = [
     "equal_params_shapes", "evaluate_design", "fit_inference", "fit_map", "fit_training", "fmt_bytes", "gb",
     "get_gpu", "get_model", "get_precision", "gib", "implied_coefficient", "inference_memory", "inference_memory_tp",
     "kv_budget_bytes", "kv_bytes_per_token", "kv_cache_bytes", "largest_module_params", "largest_trainable_model",
-    "linear_until", "linearity", "list_gpus", "llamacpp_memory", "lora_params", "max_batch", "max_params", "max_params_model_states",
+    "linear_until", "linearity", "list_gpus", "llamacpp_max_ctx", "llamacpp_memory", "lora_params", "max_batch", "max_params", "max_params_model_states",
     "max_seq_for_plan", "max_seq_for_training", "max_tokens", "max_tokens_tp", "min_gpus", "min_gpus_for_training",
     "model_names", "model_states_bytes", "optimizer_state_bytes", "parse_hardware", "parse_memory", "plan_memory",
     "plot_fit_map", "precision_names", "prefill_workspace_bytes", "published_rows", "published_stats",

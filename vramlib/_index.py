@@ -71,6 +71,7 @@ DEFINED_IN = {
     'linear_until': 'vramlib.solve.training_feasibility',
     'linearity': 'vramlib.solve.training_feasibility',
     'list_gpus': 'vramlib.catalog.hardware',
+    'llamacpp_max_ctx': 'vramlib.serve.llamacpp',
     'llamacpp_memory': 'vramlib.serve.llamacpp',
     'lora_params': 'vramlib.memory.training',
     'max_batch': 'vramlib.solve.feasibility',

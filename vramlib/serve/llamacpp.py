@@ -34,7 +34,7 @@ Measured on the CPU backend; the CUDA backend builds the same graphs and KV tens
 line: partial offload (``n_gpu_layers`` other than all), layer kinds other than full and sliding-window attention
 (MLA, state-space layers, chunked attention), mixture-of-experts compute graphs.
 
-Used in: chapters 5, 7 and 16 (planned: issue 14).
+Used in: chapters 7 and 16.
 """
 from __future__ import annotations
 
@@ -43,12 +43,18 @@ from fractions import Fraction
 
 import sympy as sp
 
+from ..catalog.hardware import GPU, get_gpu
 from ..catalog.models import ModelSpec, get_model
+from ..solve.feasibility import largest_fitting
 from ..core import formulas as F
 from ..core.errors import InvalidValueError, check_choice, check_positive_int, checked_call
 from ..core.settings import Settings, settings_class
+from ..core.portable import Fields
+from ..core.units import parse_memory
+from ..memory.allocator import context_figure
 from ..memory.breakdown import Breakdown
 from ..memory.inference import weights_bytes
+from .serving import DRIVER_RESERVED, driver_reserve
 
 CTX_PAD = 256
 """llama.cpp pads the context (and each sequence's cells) to a multiple of 256 (``GGML_PAD(n_ctx, 256)``)."""
@@ -235,5 +241,38 @@ def llamacpp_memory(model: ModelSpec | str, weights: str = "q4_k_m", config: Lla
                            f"flash attention {'on' if c.flash_attn else 'off'}", notes=_notes(m, c, s))
 
 
+GPU_BUFFERS = ("model buffer", "kv cache", "compute buffer")
+"""The buffers that live on the GPU when every layer is offloaded (``-ngl`` all); the output buffer is host memory."""
+
+
+def gpu_budget(gpu: GPU | str) -> tuple[int, str]:
+    """What a llama.cpp process can allocate on ``gpu``: CUDA's total for the card (its published figure, or the
+    nvidia-smi total minus vLLM's assumed driver reservation) less the CUDA context (the allocator's published
+    figure), and where the figures come from."""
+    card = get_gpu(gpu)
+    reserved, how = driver_reserve(Fields(card), None, parse_memory(DRIVER_RESERVED))
+    key, ctx = context_figure(card)
+    return (card.memory_bytes - reserved - ctx.bytes,
+            f"{card.key}: CUDA total ({how}) minus the CUDA context ({key} figure, {ctx.bytes:,} B)")
+
+
+@checked_call
+def llamacpp_max_ctx(model: ModelSpec | str, gpu: GPU | str, weights: str = "q4_k_m",
+                     config: LlamaCppConfig | None = None, **settings) -> int:
+    """The largest ``n_ctx`` (a multiple of 256, as llama.cpp pads it) whose GPU buffers (:data:`GPU_BUFFERS`) fit
+    :func:`gpu_budget` with every layer on the GPU, for one llama.cpp context; 0 if not even 256 tokens fit."""
+    m = get_model(model)
+    c = LlamaCppConfig.build("llamacpp_max_ctx", config, settings, field="config",
+                             also=("model", "gpu", "weights", "config"))
+    budget = gpu_budget(gpu)[0]
+
+    def fits(k: int) -> bool:
+        bd = llamacpp_memory(m, weights, c.with_(n_ctx=k * CTX_PAD))
+        return sum(bd[x] for x in GPU_BUFFERS) <= budget
+
+    return CTX_PAD * largest_fitting(fits, 1, None, 2**24, field="n_ctx")
+
+
 __all__ = ["COMPUTE_FA", "COMPUTE_LOGITS", "COMPUTE_NO_FA", "CTX_PAD", "KV_TYPES", "LlamaCppConfig", "N_CTX",
-           "N_CTX_SEQ", "N_STREAM", "OUTPUT_BYTES", "SWA_CELLS", "TENSOR_ALIGNMENT", "U_BATCH", "llamacpp_memory"]
+           "N_CTX_SEQ", "N_STREAM", "OUTPUT_BYTES", "SWA_CELLS", "TENSOR_ALIGNMENT", "U_BATCH", "GPU_BUFFERS", "gpu_budget", "llamacpp_max_ctx",
+           "llamacpp_memory"]
