@@ -266,3 +266,16 @@ def test_python_dash_m_and_console_script():
     if script.exists():  # installed with `pip install -e .` after [project.scripts] was added
         p = subprocess.run([str(script), *argv], capture_output=True, text=True)
         assert p.returncode == 0 and p.stdout.startswith("llama-2-13b on 1 x rtx-4090")
+
+
+def test_llamacpp_is_the_librarys(capsys):
+    rc, out, _ = run(["llamacpp", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--n-ctx", "32768", "--json"], capsys)
+    data = json.loads(out)
+    bd = vl.llamacpp_memory("llama-3.1-8b", "q4_k_m", n_ctx=32768)
+    assert rc == 0 and data["buffers"] == dict(bd) and data["fits"] is True
+    assert data["longest_n_ctx"] == vl.llamacpp_max_ctx("llama-3.1-8b", "rtx-4090", "q4_k_m")
+    rc, out, _ = run(["llamacpp", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--n-ctx", "400000"], capsys)
+    assert rc == 1 and "does not fit" in out
+    rc, _, err = run(["llamacpp", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--type-v", "q8_0",
+                      "--no-flash-attn"], capsys)
+    assert rc == 2 and "type_v" in err and len(err.strip().splitlines()) == 1

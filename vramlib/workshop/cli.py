@@ -6,6 +6,7 @@ and the workshop's feasibility reports.
     vramlib fit --model Qwen/Qwen3-8B --gpu rtx-4090 --weights q4_k_m   (a Hub id: its config.json only)
     vramlib max-context --model llama-3.1-8b --gpu 2x80GB
     vramlib plan --model llama-2-70b --gpu 8xa100-80gb
+    vramlib llamacpp --model llama-3.1-8b --gpu rtx-4090 --weights q4_k_m --n-ctx 32768
     vramlib report --gpu rtx-4090 --model llama-3.1-8b --model mistral-7b --out me.html
     vramlib report --participants people.csv --out-dir reports/
     vramlib models | vramlib gpus | vramlib exercises list
@@ -265,6 +266,33 @@ def cmd_max_context(args) -> int:
     if args.tokens is not None:
         lines += ["", f"Target {args.tokens:,} tokens: " + ("fits." if ok else "does not fit.")]
     lines += [f"Note: {n}" for n in ft.notes]
+    _emit("\n".join(lines))
+    return EXIT_FITS if ok else EXIT_DOES_NOT_FIT
+
+
+def cmd_llamacpp(args) -> int:
+    """llama.cpp's buffers for a model on one catalogue GPU (every layer offloaded) and the longest context."""
+    from ..catalog.hardware import get_gpu
+    from ..serve.llamacpp import GPU_BUFFERS, gpu_budget, llamacpp_max_ctx, llamacpp_memory
+    from .report import breakdown_text
+
+    m, card = _model(args), get_gpu(args.gpu)
+    kw = dict(n_ctx=args.n_ctx, n_batch=args.n_batch, n_ubatch=args.n_ubatch, flash_attn=not args.no_flash_attn,
+              type_k=args.type_k, type_v=args.type_v, n_seq=args.parallel)
+    bd = llamacpp_memory(m, args.weights, **kw)
+    budget, where = gpu_budget(card)
+    on_gpu = sum(bd[x] for x in GPU_BUFFERS)
+    longest = llamacpp_max_ctx(m, card, args.weights, **{k: v for k, v in kw.items() if k != "n_ctx"})
+    ok = on_gpu <= budget
+    if args.json:
+        _emit(json.dumps({"model": m.name, "gpu": card.key, "weights": args.weights, "settings": kw,
+                          "buffers": dict(bd), "on_gpu_bytes": on_gpu, "gpu_budget_bytes": budget,
+                          "fits": ok, "longest_n_ctx": longest, "notes": list(bd.notes)}, indent=2))
+        return EXIT_FITS if ok else EXIT_DOES_NOT_FIT
+    lines = [bd.title, breakdown_text(bd), "",
+             f"On the GPU: {on_gpu:,} bytes of {budget:,} ({where}): " + ("fits." if ok else "does not fit."),
+             f"Longest context with these settings: {longest:,} tokens."]
+    lines += [f"Note: {n}" for n in bd.notes]
     _emit("\n".join(lines))
     return EXIT_FITS if ok else EXIT_DOES_NOT_FIT
 
@@ -574,6 +602,22 @@ def build_parser() -> argparse.ArgumentParser:
     _inference_args(p, "fp16", "fp16")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_max_context)
+
+    p = sub.add_parser("llamacpp", help="llama.cpp's buffers (model, KV cache, compute, output) on one GPU",
+                       description="The buffers a llama.cpp context allocates with every layer on the GPU, in exact "
+                                   "bytes (vl.llamacpp_memory), whether they fit the card, and the longest context.")
+    _model_args(p)
+    p.add_argument("--gpu", required=True, help="a catalogue GPU (see 'vramlib gpus')")
+    p.add_argument("--weights", default="q4_k_m", help="the GGUF file's format (default q4_k_m)")
+    p.add_argument("--n-ctx", type=_POSITIVE, default=8192, help="-c: context (default 8192)")
+    p.add_argument("--n-batch", type=_POSITIVE, default=2048, help="-b: logical batch (default 2048)")
+    p.add_argument("--n-ubatch", type=_POSITIVE, default=512, help="-ub: micro-batch (default 512)")
+    p.add_argument("--no-flash-attn", action="store_true", help="-fa off (the f32 attention scores are kept)")
+    p.add_argument("--type-k", default="f16", help="-ctk: K cache type (f16, q8_0, q4_0 ...)")
+    p.add_argument("--type-v", default="f16", help="-ctv: V cache type (quantized needs flash attention)")
+    p.add_argument("--parallel", type=_POSITIVE, default=1, help="-np: parallel sequences (default 1)")
+    p.add_argument("--json", action="store_true", help="print JSON (bytes as integers)")
+    p.set_defaults(func=cmd_llamacpp)
 
     p = sub.add_parser("plan", help="search parallel plans (TP x PP x DP x ZeRO) for full training",
                        description="Enumerate the ways to split a full training run over the GPUs (tensor, pipeline "
