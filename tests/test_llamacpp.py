@@ -40,7 +40,7 @@ def test_kv_cache_and_model_buffer_are_exact():
 
 def test_compute_buffer_without_flash_attention_exact_with_it_a_named_lower_bound():
     rows = V.llamacpp_rows("compute buffer")
-    fa = {r["id"] for r in RAN if r["parsed"].get("flash_attn") == "enabled" or r["settings"]["flash_attn"] == -1}
+    fa = {r["id"] for r in RAN if V.llamacpp_flash_attn(r)}
     off = [r for r in rows if r.id not in fa]
     assert len(off) >= 60 and sum(r.predicted == r.measured for r in off) == len(off) - 1
     odd = next(r for r in off if r.predicted != r.measured)      # the rotated quantized K: named, within 1.5%

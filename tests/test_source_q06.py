@@ -7,7 +7,8 @@ SERVE = dict(request_tokens=2048, max_model_len=2048)
 def starts(model, gpu, weights, tp=1, **kw):
     """vLLM starts with a 2,048-token max_model_len: a positive budget that holds one whole request."""
     c = vl.serving_kv_capacity(model, gpu, tp=tp, weights=weights, **SERVE, **kw)
-    return c.starts and c.fits_max_model_len
+    assert c.serves == (c.starts and c.fits_max_model_len)
+    return c.serves
 
 
 def test_tier_development_t4_7b_quantized():

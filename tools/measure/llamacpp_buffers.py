@@ -206,6 +206,23 @@ def _case(cid, model, **kw):
     return dict(id=cid, model=model, settings=s)
 
 
+VARIANTS = {
+    "base": {}, "nommap": dict(use_mmap=False), "noextra": dict(use_extra_bufts=False),
+    "noextra-nommap": dict(use_extra_bufts=False, use_mmap=False), "ctx4096": dict(n_ctx=4096),
+    "ctx4096-ub128": dict(n_ctx=4096, n_ubatch=128), "ctx4096-fa": dict(n_ctx=4096, flash_attn=1),
+    "ctx4096-fa-ub128": dict(n_ctx=4096, flash_attn=1, n_ubatch=128), "ctx1000-ub100": dict(n_ctx=1000, n_ubatch=100),
+    "ctx4096-fa-q8kv": dict(n_ctx=4096, flash_attn=1, type_k="q8_0", type_v="q8_0"),
+    "ctx4096-seq4": dict(n_ctx=4096, n_seq_max=4), "ctx4096-seq4-unified": dict(n_ctx=4096, n_seq_max=4, kv_unified=True),
+    "ctx4096-swafull": dict(n_ctx=4096, swa_full=True),
+}
+"""The settings the models share, by the suffix of their case ids."""
+
+
+def _variants(model: str, *names: str) -> list[dict]:
+    """The cases ``<model>-<name>`` of :data:`VARIANTS`, in the order given."""
+    return [_case(f"{model}-{n}", model, **VARIANTS[n]) for n in names]
+
+
 def build_cases() -> list[dict]:
     c = []
     A = "A"
@@ -241,46 +258,16 @@ def build_cases() -> list[dict]:
         _case("A-noextra-ctx4096", A, n_ctx=4096, use_extra_bufts=False),
         _case("A-embeddings", A, embeddings=True),
     ]
-    B = "B"
-    c += [
-        _case("B-base", B),
-        _case("B-noextra-nommap", B, use_extra_bufts=False, use_mmap=False),
-        _case("B-ctx4096", B, n_ctx=4096),
-        _case("B-ctx4096-ub128", B, n_ctx=4096, n_ubatch=128),
-        _case("B-ctx4096-fa", B, n_ctx=4096, flash_attn=1),
-        _case("B-ctx4096-fa-q8kv", B, n_ctx=4096, flash_attn=1, type_k="q8_0", type_v="q8_0"),
-        _case("B-ctx4096-seq4", B, n_ctx=4096, n_seq_max=4),
-    ]
-    C = "C"
-    c += [
-        _case("C-base", C),
-        _case("C-ctx4096", C, n_ctx=4096),
-        _case("C-ctx4096-fa", C, n_ctx=4096, flash_attn=1),
-        _case("C-nommap", C, use_mmap=False),
-        _case("C-noextra-nommap", C, use_extra_bufts=False, use_mmap=False),
-    ]
+    c += _variants("B", "base", "noextra-nommap", "ctx4096", "ctx4096-ub128", "ctx4096-fa", "ctx4096-fa-q8kv",
+                   "ctx4096-seq4")
+    c += _variants("C", "base", "ctx4096", "ctx4096-fa", "nommap", "noextra-nommap")
     D = "D"
-    c += [
-        _case("D-base", D),
-        _case("D-ctx4096", D, n_ctx=4096),
-        _case("D-ctx4096-fa", D, n_ctx=4096, flash_attn=1),
-        _case("D-ctx4096-ub128", D, n_ctx=4096, n_ubatch=128),
-        _case("D-seq4", D, n_seq_max=4, n_ctx=2048),
-        _case("D-nommap", D, use_mmap=False),
-        _case("D-noextra-nommap", D, use_extra_bufts=False, use_mmap=False),
-    ]
+    c += _variants(D, "base", "ctx4096", "ctx4096-fa", "ctx4096-ub128")
+    c += [_case("D-seq4", D, n_seq_max=4, n_ctx=2048)] + _variants(D, "nommap", "noextra-nommap")
     c.append(_case("D-ctx4096-seq16", D, n_ctx=4096, n_seq_max=16))
     for M in ("H", "I", "J"):
-        c += [
-            _case(f"{M}-base", M),
-            _case(f"{M}-nommap", M, use_mmap=False),
-            _case(f"{M}-noextra-nommap", M, use_extra_bufts=False, use_mmap=False),
-            _case(f"{M}-ctx4096", M, n_ctx=4096),
-            _case(f"{M}-ctx4096-ub128", M, n_ctx=4096, n_ubatch=128),
-            _case(f"{M}-ctx4096-fa", M, n_ctx=4096, flash_attn=1),
-            _case(f"{M}-ctx4096-fa-ub128", M, n_ctx=4096, flash_attn=1, n_ubatch=128),
-            _case(f"{M}-ctx1000-ub100", M, n_ctx=1000, n_ubatch=100),
-        ]
+        c += _variants(M, "base", "nommap", "noextra-nommap", "ctx4096", "ctx4096-ub128", "ctx4096-fa",
+                       "ctx4096-fa-ub128", "ctx1000-ub100")
     # head_dim 64: quantized K/V turn on the Hadamard rotation (attn_rot_k / attn_rot_v)
     c += [
         _case("J-ctx4096-fa-q8kv", "J", n_ctx=4096, flash_attn=1, type_k="q8_0", type_v="q8_0"),
@@ -290,24 +277,9 @@ def build_cases() -> list[dict]:
         _case("J-ctx4096-auto-q8kv", "J", n_ctx=4096, flash_attn=-1, type_k="q8_0", type_v="q8_0"),
     ]
     for M in ("E", "F"):
-        c += [
-            _case(f"{M}-base", M),
-            _case(f"{M}-nommap", M, use_mmap=False),
-            _case(f"{M}-noextra", M, use_extra_bufts=False),
-            _case(f"{M}-noextra-nommap", M, use_extra_bufts=False, use_mmap=False),
-            _case(f"{M}-ctx4096-fa", M, n_ctx=4096, flash_attn=1),
-        ]
-    G = "G"
-    c += [
-        _case("G-base", G),
-        _case("G-noextra-nommap", G, use_extra_bufts=False, use_mmap=False),
-        _case("G-ctx4096", G, n_ctx=4096),
-        _case("G-ctx4096-fa", G, n_ctx=4096, flash_attn=1),
-        _case("G-ctx4096-ub128", G, n_ctx=4096, n_ubatch=128),
-        _case("G-ctx4096-swafull", G, n_ctx=4096, swa_full=True),
-        _case("G-ctx4096-seq4", G, n_ctx=4096, n_seq_max=4),
-        _case("G-ctx4096-seq4-unified", G, n_ctx=4096, n_seq_max=4, kv_unified=True),
-    ]
+        c += _variants(M, "base", "nommap", "noextra", "noextra-nommap", "ctx4096-fa")
+    c += _variants("G", "base", "noextra-nommap", "ctx4096", "ctx4096-fa", "ctx4096-ub128", "ctx4096-swafull",
+                   "ctx4096-seq4", "ctx4096-seq4-unified")
     return c
 
 

@@ -482,12 +482,17 @@ LLAMACPP_WEIGHTS = {"f16": "fp16", "f32": "fp32", "q8_0": "q8_0", "q4_0": "q4_0"
 """The vramlib format of each weight type the llama.cpp harness wrote."""
 
 
+def llamacpp_flash_attn(r: dict) -> bool:
+    """Whether a measured llama.cpp context ran with flash attention: logged as enabled, or "auto" that llama.cpp
+    resolved to enabled (its log says so)."""
+    return r["parsed"].get("flash_attn") == "enabled" or (r["settings"]["flash_attn"] == -1 and
+                                                          "enabled" in " ".join(r["log_lines"]))
+
+
 def _llamacpp_call(r: dict):
-    s, p = r["settings"], r["parsed"]
+    s = r["settings"]
     return llamacpp_memory(llamacpp_spec(r["model"]), LLAMACPP_WEIGHTS[r["model"]["weight_type"]], n_ctx=s["n_ctx"],
-                           n_batch=s["n_batch"],
-                           n_ubatch=s["n_ubatch"], flash_attn=p.get("flash_attn") == "enabled" or
-                           (s["flash_attn"] == -1 and "enabled" in " ".join(r["log_lines"])),
+                           n_batch=s["n_batch"], n_ubatch=s["n_ubatch"], flash_attn=llamacpp_flash_attn(r),
                            type_k=s["type_k"], type_v=s["type_v"], n_seq=s["n_seq_max"], kv_unified=s["kv_unified"],
                            swa_full=s["swa_full"])
 
@@ -515,8 +520,7 @@ def llamacpp_rows(buffer: str = "kv cache") -> list[Row]:
 def llamacpp_table() -> list[dict]:
     """llama.cpp's buffers against ``llamacpp_memory``, one line per buffer (and the compute buffer with and without
     flash attention): contexts (or models) compared, how many exactly, the largest error and its sign."""
-    fa = {r["id"] for r in load_measured("llamacpp_buffers")["rows"]
-          if r["parsed"].get("flash_attn") == "enabled" or r["settings"]["flash_attn"] == -1}
+    fa = {r["id"] for r in load_measured("llamacpp_buffers")["rows"] if llamacpp_flash_attn(r)}
     groups = {"model buffer": llamacpp_rows("model buffer"), "kv cache": llamacpp_rows("kv cache")}
     compute = llamacpp_rows("compute buffer")
     groups["compute buffer, no flash attention"] = [r for r in compute if r.id not in fa]
@@ -529,11 +533,11 @@ def llamacpp_table() -> list[dict]:
     return out
 
 
-def fsdp_phase_rows() -> list[Row]:
-    """The ZeRO-3 FSDP2 ranks priced by the step's phases (``fsdp_rows("step")`` without the no-reshard case, which
-    the plans price as a ZeRO-2 sum of parts)."""
+def fsdp_phase_rows(peak: str = "step") -> list[Row]:
+    """The ZeRO-3 FSDP2 ranks (``fsdp_rows(peak)`` without the no-reshard case, which the plans price as a ZeRO-2
+    sum of parts): by the step's phases, or (``peak="sum"``) the same ranks as sums of parts."""
     rows = {r["id"]: r for r in load_measured("fsdp_peaks")["rows"]}
-    return [r for r in fsdp_rows("step") if rows[r.id]["reshard"] == "zero3"]
+    return [r for r in fsdp_rows(peak) if rows[r.id]["reshard"] == "zero3"]
 
 
 def fsdp_summary() -> dict:
@@ -541,8 +545,7 @@ def fsdp_summary() -> dict:
     absolute error), the cases measured after the phases were written (``held_out``, their max error), the sum of
     parts on the same ranks (``sum_median``, ``sum_max``, the model of the furthest, ``sum_worst``)."""
     rows = {r["id"]: r for r in load_measured("fsdp_peaks")["rows"]}
-    step = fsdp_phase_rows()
-    total = [r for r in fsdp_rows("sum") if rows[r.id]["reshard"] == "zero3"]
+    step, total = fsdp_phase_rows("step"), fsdp_phase_rows("sum")
     held = [r for r in step if rows[r.id].get("held_out")]
     st, su = error_stats(step), error_stats(total)
     return {"n": st["n"], "median": st["median"], "max": st["max"], "held_out": len(held),
@@ -1050,7 +1053,8 @@ __all__ = [
     "published_entry", "published_measured", "published_prediction", "published_predictions",
     "published_rows",
     "published_stats", "published_table", "real_setup_bytes", "fake_cuda_cpu_check", "step_inference_rows",
-    "fsdp_gap", "fsdp_phase_rows", "llamacpp_rows", "llamacpp_spec", "llamacpp_table", "fsdp_rows", "fsdp_summary", "fsdp_table",
+    "fsdp_gap", "fsdp_phase_rows", "llamacpp_flash_attn", "llamacpp_rows", "llamacpp_spec",
+    "llamacpp_table", "fsdp_rows", "fsdp_summary", "fsdp_table",
     "step_peak_gap", "step_peak_rows", "step_peak_table", "step_sum_rows", "lora_sum_error", "bnb8_state_row",
     "step_peak_summary",
 ]

@@ -158,6 +158,15 @@ def check_impl(optimizer: str, impl: str | None) -> str | None:
 
 
 @portable
+def resolve_impl(optimizer, impl):
+    """The optimizer implementation a step runs: ``impl`` when given, else the optimizer's default (the first of
+    :data:`OPTIMIZER_IMPLS`, torch.optim's ``foreach``); None for an optimizer without measured steps."""
+    if impl is None and optimizer in shared("STEP_OPTIMIZERS"):
+        return shared("STEP_IMPLS")[optimizer][0]
+    return impl
+
+
+@portable
 def impl_problem(optimizer, impl):
     """[field, value, why] when an implementation is named for an optimizer whose step is not modelled."""
     if optimizer in shared("STEP_OPTIMIZERS"):

@@ -25,8 +25,8 @@ from fractions import Fraction
 from ..core import formulas as F
 from .activations import ACTIVATION_STYLES, HF_FAMILIES, RECOMPUTE, _activation_dtype_bytes, activation_bytes, \
     recompute_note
-from .step import AUTOCAST, LORA_DTYPES, PEAKS, autocast_extra, autocast_problem, check_impl, lora_step_values, step_parts, \
-    step_problem
+from .step import AUTOCAST, LORA_DTYPES, PEAKS, autocast_extra, autocast_problem, check_impl, lora_step_values, \
+    resolve_impl, step_parts, step_problem
 from .breakdown import Breakdown
 import sympy as sp
 
@@ -678,9 +678,7 @@ def step_settings(w, dtype, style, recompute, batch, autocast, lora_dtype, impl)
     """The settings of one step that the phase model reads (``step_problem``, ``step_parts``): the Workload's (or
     the calculator's options) ``w``, its canonical compute ``dtype``, the resolved activation ``style``, and the
     optimizer implementation (None: the optimizer's default, where it has phases)."""
-    impls = shared("STEP_IMPLS")
-    if impl is None and w["optimizer"] in shared("STEP_OPTIMIZERS"):
-        impl = impls[w["optimizer"]][0]
+    impl = resolve_impl(w["optimizer"], impl)
     fp32 = autocast or (w["method"] != "full" and lora_dtype == "fp32")
     return {"method": w["method"], "dtype": dtype, "precision": w["precision"], "optimizer": w["optimizer"],
             "lora_targets": w["lora_targets"], "style": style, "recompute": recompute, "batch": batch,

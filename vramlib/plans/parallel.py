@@ -93,7 +93,8 @@ from ..memory.sharding import (  # noqa: F401 (VL.parallel.MODULE_PARAMS*, vl.pa
 from ..core.portable import Fields, ev, portable, q, q_add, q_ceil, q_div, q_is_zero, q_mul, q_sub, raise_problem, share, \
     shared
 from ..memory.fsdp import fsdp_parts, fsdp_problem, fsdp_title
-from ..memory.step import OPTIMIZER_IMPLS, PEAKS, check_impl, head_params, largest_tensor, step_symbols
+from ..memory.step import OPTIMIZER_IMPLS, PEAKS, check_impl, head_params, largest_tensor, resolve_impl, \
+    step_symbols
 
 # --- symbols of this module ---------------------------------------------------------------------
 _ind = dict(integer=True, nonnegative=True)
@@ -925,7 +926,7 @@ def _fsdp_stage(step: _Step, setup: dict, title: str, notes: tuple) -> Breakdown
     spec, w, plan = step.spec, step.w, step.plan
     acts = {sc: A.activation_bytes(spec, w.seq, plan.micro_batch, w.dtype, w.attention, plan.recompute, "hf", sc)
             for sc in ("end-of-forward", "rerun", "loss-head", "layer-freed")}
-    impl = step.opts.optimizer_impl or shared("STEP_IMPLS")[w.optimizer][0]
+    impl = resolve_impl(w.optimizer, step.opts.optimizer_impl)
     st = {"act": acts["end-of-forward"], "rerun": acts["rerun"], "a_head": acts["loss-head"],
           "a_done": acts["layer-freed"], "batch": plan.micro_batch, "seq": w.seq,
           "b_a": A._activation_dtype_bytes(w.dtype),

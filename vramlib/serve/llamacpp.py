@@ -45,16 +45,15 @@ import sympy as sp
 
 from ..catalog.hardware import GPU, get_gpu
 from ..catalog.models import ModelSpec, get_model
+from ..catalog.precision import GGML_BITS
 from ..solve.feasibility import largest_fitting
 from ..core import formulas as F
 from ..core.errors import InvalidValueError, check_choice, check_positive_int, checked_call
 from ..core.settings import Settings, settings_class
-from ..core.portable import Fields
-from ..core.units import parse_memory
 from ..memory.allocator import context_figure
 from ..memory.breakdown import Breakdown
 from ..memory.inference import weights_bytes
-from .serving import DRIVER_RESERVED, driver_reserve
+from .serving import cuda_total
 
 CTX_PAD = 256
 """llama.cpp pads the context (and each sequence's cells) to a multiple of 256 (``GGML_PAD(n_ctx, 256)``)."""
@@ -62,10 +61,11 @@ CTX_PAD = 256
 TENSOR_ALIGNMENT = 32
 """ggml's tensor alignment in a buffer (``TENSOR_ALIGNMENT``, ggml-impl.h; ``GGML_PAD(size, 32)`` per tensor)."""
 
-KV_TYPES: dict[str, Fraction] = {"f32": Fraction(4), "f16": Fraction(2), "bf16": Fraction(2),
-                                 "q8_0": Fraction(34, 32), "q4_0": Fraction(18, 32), "q4_1": Fraction(20, 32),
-                                 "q5_0": Fraction(22, 32), "q5_1": Fraction(24, 32), "iq4_nl": Fraction(18, 32)}
-"""Bytes per element of the cache types llama.cpp accepts for ``--cache-type-k/-v`` (ggml block sizes)."""
+KV_TYPES: dict[str, Fraction] = {t: GGML_BITS[base] / 8 for t, base in (
+    ("f32", "f32"), ("f16", "f16"), ("bf16", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0"), ("q4_1", "q4_1"),
+    ("q5_0", "q5_0"), ("q5_1", "q5_1"), ("iq4_nl", "q4_0"))}
+"""Bytes per element of the cache types llama.cpp accepts for ``--cache-type-k/-v``: the ggml block sizes of
+``vramlib.catalog.precision.GGML_BITS`` (bf16 is as wide as f16; iq4_nl's 32-value block is q4_0's 18 bytes)."""
 
 _nn = dict(integer=True, nonnegative=True)
 _pos = dict(integer=True, positive=True)
@@ -250,9 +250,9 @@ def gpu_budget(gpu: GPU | str) -> tuple[int, str]:
     nvidia-smi total minus vLLM's assumed driver reservation) less the CUDA context (the allocator's published
     figure), and where the figures come from."""
     card = get_gpu(gpu)
-    reserved, how = driver_reserve(Fields(card), None, parse_memory(DRIVER_RESERVED))
+    total, how = cuda_total(card)
     key, ctx = context_figure(card)
-    return (card.memory_bytes - reserved - ctx.bytes,
+    return (total - ctx.bytes,
             f"{card.key}: CUDA total ({how}) minus the CUDA context ({key} figure, {ctx.bytes:,} B)")
 
 
@@ -273,6 +273,6 @@ def llamacpp_max_ctx(model: ModelSpec | str, gpu: GPU | str, weights: str = "q4_
     return CTX_PAD * largest_fitting(fits, 1, None, 2**24, field="n_ctx")
 
 
-__all__ = ["COMPUTE_FA", "COMPUTE_LOGITS", "COMPUTE_NO_FA", "CTX_PAD", "KV_TYPES", "LlamaCppConfig", "N_CTX",
-           "N_CTX_SEQ", "N_STREAM", "OUTPUT_BYTES", "SWA_CELLS", "TENSOR_ALIGNMENT", "U_BATCH", "GPU_BUFFERS", "gpu_budget", "llamacpp_max_ctx",
-           "llamacpp_memory"]
+__all__ = ["COMPUTE_FA", "COMPUTE_LOGITS", "COMPUTE_NO_FA", "CTX_PAD", "GPU_BUFFERS", "KV_TYPES", "LlamaCppConfig",
+           "N_CTX", "N_CTX_SEQ", "N_STREAM", "OUTPUT_BYTES", "SWA_CELLS", "TENSOR_ALIGNMENT", "U_BATCH", "gpu_budget",
+           "llamacpp_max_ctx", "llamacpp_memory"]

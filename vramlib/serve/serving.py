@@ -288,14 +288,21 @@ def vllm_batch_defaults(card, seen, entrypoint):
     return shared("VLLM_BATCH_DEFAULTS")[entrypoint][size]
 
 
+def cuda_total(gpu: str | GPU) -> tuple[int, str]:
+    """What CUDA reports as ``gpu``'s total (``torch.cuda.mem_get_info``) and how it is known: "published" (the
+    card's logged figure) or "assumed" (nvidia-smi's total minus :data:`DRIVER_RESERVED`); ``driver_reserve``."""
+    card = get_gpu(gpu)
+    reserved, how = driver_reserve(Fields(card), None, parse_memory(DRIVER_RESERVED))
+    return card.memory_bytes - reserved, how
+
+
 def vllm_default_batch(gpu: str | GPU, entrypoint: str = "serve") -> tuple[int, int]:
     """vLLM's defaults ``(max_num_batched_tokens, max_num_seqs)`` on ``gpu`` (:data:`VLLM_BATCH_DEFAULTS`):
     ``vllm serve`` on a GPU with >= 70 GiB that is not an A100: (8192, 1024); otherwise (2048, 256);
     the ``LLM`` class: (16384, 1024) and (8192, 256)."""
     card = get_gpu(gpu)
     entrypoint = check_choice("entrypoint", entrypoint, VLLM_ENTRYPOINTS)
-    seen = card.memory_bytes - driver_reserve(Fields(card), None, parse_memory(DRIVER_RESERVED))[0]
-    got = vllm_batch_defaults(Fields(card), seen, entrypoint)
+    got = vllm_batch_defaults(Fields(card), cuda_total(card)[0], entrypoint)
     return got[0], got[1]
 
 
@@ -435,6 +442,11 @@ class ServingCapacity:
     def free_bytes(self) -> int:
         """What nvidia-smi shows as free next to that process: the unused headroom."""
         return self.breakdown[UNUSED_KEY]
+
+    @property
+    def serves(self) -> bool:
+        """vLLM starts *and* its cache holds one ``max_model_len`` request (vLLM refuses a longer max_model_len)."""
+        return self.starts and self.fits_max_model_len
 
     @property
     def verdict(self) -> str:

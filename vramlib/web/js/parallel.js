@@ -127,10 +127,10 @@
       return VL.activationBytes(m, { seq: seq, batch: plan.micro_batch, dtype: prec, attention: o.attention,
         recompute: plan.recompute, style: "hf", scope: scope });
     };
-    var got = PY.activation_width(VL.getPrecision(prec, "dtype"), prec);
-    impl = impl === null ? VL.shared.STEP_IMPLS[o.optimizer][0] : impl;
+    impl = PY.resolve_impl(o.optimizer, impl);        /* step.resolve_impl: the optimizer's default */
     var st = { act: acts("end-of-forward"), rerun: acts("rerun"), a_head: acts("loss-head"),
-      a_done: acts("layer-freed"), batch: plan.micro_batch, seq: seq, b_a: got[0], impl: impl, width: width };
+      a_done: acts("layer-freed"), batch: plan.micro_batch, seq: seq, b_a: VL.activationDtypeBytes(prec), impl: impl,
+      width: width };
     var res = PY.plan_step_stage(m, VL.groupsDict(VL.paramGroups(m)), plan,
       Object.assign({}, setup, { optimizer: o.optimizer }), st);
     var bd = new VL.Breakdown(res[0], PY.fsdp_title(title, impl, res[2]));   /* whole bytes already */

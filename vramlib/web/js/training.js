@@ -42,6 +42,7 @@
     VL.raiseProblem(got[1]);
     return got[0];
   }
+  VL.activationDtypeBytes = activationDtypeBytes;   /* the plan calculator's step reads it too */
 
   /* activations.activation_bytes (activations.saved_bytes) */
   VL.activationBytes = function (m, o) {
