@@ -59,6 +59,7 @@ BASE: dict[str, tuple[tuple, dict]] = {
     "linearity": (("llama-2-13b", M7), dict(seq=2048)),
     "llamacpp_memory": ((M7, "q4_k_m"), dict(n_ctx=4096, n_ubatch=512)),
     "llamacpp_max_ctx": ((M7, "rtx-4090", "q4_k_m"), dict(n_ubatch=512)),
+    "offload_plan": ((M7, "rtx-4090", "q4_k_m"), dict(host_ram="64GB", n_gpu_layers=20)),
     "max_params_model_states": (("80GB",), dict(dp=8, stage=3)),
     "max_seq_for_plan": ((M7, A100), {}),
     "max_seq_for_training": ((M7, "80GB"), dict(method="lora")),
@@ -88,6 +89,7 @@ BASE: dict[str, tuple[tuple, dict]] = {
     # same fields as keywords, and a ``workload=`` / ``plan=`` argument that is swept with the function)
     "Workload": ((), dict(method="lora", seq=2048, lora_rank=8)),
     "ParallelPlan": ((), dict(tp=2, dp=2, zero=1)),
+    "OffloadConfig": ((), dict(host_ram="64GB")),
 }
 """Functions left out of the argument sweep: no arguments, or plotting/figure helpers whose arguments are
 objects the library itself made (they are swept through the functions that make them)."""
@@ -106,7 +108,8 @@ MAYBE = {"zero": 0, "negative": -1, "huge": 10**30, "half": 0.5, "none": None, "
 FREE_TEXT = {"field", "title", "label", "setting", "caption", "lever"}  # arguments that are labels, any text
 
 SETTINGS = {"search_plans": "PlanSpace", "serving_kv_capacity": "ServingConfig", "roofline": "Efficiency",
-            "llamacpp_memory": "LlamaCppConfig", "llamacpp_max_ctx": "LlamaCppConfig"}
+            "llamacpp_memory": "LlamaCppConfig", "llamacpp_max_ctx": "LlamaCppConfig",
+            "offload_plan": "OffloadConfig"}
 """Functions that take a settings object and its fields as keywords (``**settings``): the sweep feeds every field
 of the settings class through those keywords, as it does for the named arguments."""
 THROUGH_KEYWORDS: dict[str, tuple[str, ...]] = {

@@ -25,7 +25,7 @@ from typing import Any
 import sympy as sp
 
 from ..core.errors import InvalidValueError, UnknownNameError
-from ..core.portable import ev_mean, portable, q, raise_problem, share, shared
+from ..core.portable import ev, ev_mean, portable, q, raise_problem, share, shared
 
 # GGML block types: bytes per block / weights per block (llama.cpp ggml-common.h block structs)
 GGML_BITS: dict[str, Fraction] = {
@@ -361,6 +361,16 @@ def bits_of(p, kind, n_layers, gqa, n_experts, type_70b):
                        "Mamba) are not modelled; pick a non-GGUF format"])
     return ev_mean("GGUF_LAYER_BITS", p["gguf"] + "|" + kind, n_layers,
                    {"n_l": n_layers, "gqa": gqa, "n_x": n_experts, "z_70": type_70b})
+
+
+@portable
+def layer_bits_of(p, kind, i, n_layers, gqa, n_experts, type_70b):
+    """Bits per element of a ``kind`` tensor of layer ``i`` (of ``n_layers``): :func:`bits_of`, with a GGUF mix's
+    per-layer rule (GGUF_LAYER_BITS) read at ``i`` rather than averaged over the layers."""
+    if kind in p["keeps"] or p["gguf"] is None or kind in shared("GGUF_UNMODELLED_KINDS"):
+        return bits_of(p, kind, n_layers, gqa, n_experts, type_70b)
+    return ev("GGUF_LAYER_BITS", p["gguf"] + "|" + kind,
+              {"i_l": i, "n_l": n_layers, "gqa": gqa, "n_x": n_experts, "z_70": type_70b})
 
 
 @portable

@@ -11,15 +11,16 @@ import sympy as sp
 from ..core import formulas as F
 from .breakdown import Breakdown
 from ..core.errors import InvalidValueError, check_choice, check_positive_int, checked_call
-from ..catalog.models import ModelSpec, get_model, mixer_span, param_groups_of, params_of, weight_params_of
-from ..catalog.precision import (FP32_BYTES, bits_of, get_precision, gguf_problem, gguf_type_70b,
+from ..catalog.models import (ModelSpec, get_model, layer_types_of, mixer_span, mlp_types_of, param_groups_of,
+                              params_of, weight_params_of)
+from ..catalog.precision import (FP32_BYTES, bits_of, get_precision, gguf_problem, gguf_type_70b, layer_bits_of,
                                  kv_bytes_per_element, precision_view, row_length, row_scale_problem)
 from ..core.symbols import S_shard, n_gpu, n_kv
 from ..core.units import parse_memory
 from ..core.signatures import arg, keywords_through, signature
 from ..core.settings import Settings, settings_class
 from dataclasses import dataclass
-from ..core.portable import Fields, ev, fmt_fixed, portable, q, q_add, q_ceil, q_div, q_mul, raise_problem, share, shared
+from ..core.portable import Fields, ev, fmt_fixed, portable, q, q_add, q_ceil, q_cmp, q_div, q_mul, raise_problem, share, shared
 
 ATTENTION = ("eager", "sdpa", "flash")
 
@@ -102,6 +103,61 @@ def weights_parts(m, p):
         return [["weights", total - unq], ["unquantized tensors", unq]]
     raw = q_ceil(ev("WEIGHTS_BYTES", None, {"N_q": n_q, "b_q": p["bits_floor"], "N_u": 0, "b_u": 0}))
     return [["weights", raw], ["quantization constants", total - raw - unq], ["unquantized tensors", unq]]
+
+
+@portable
+def layer_weights_of(m, p):
+    """A model view's weights in format ``p`` tensor group by tensor group, as a runtime places them on devices:
+    ``[outside, layers]`` with ``outside`` the tensors outside the layers (``[kind, bytes]``: embed, lm_head -- a tied
+    table once more, as llama.cpp duplicates it for the output layer --, norm, bias) and ``layers`` one ``[bytes,
+    routed-expert bytes, largest tensor kind's bytes]`` per layer (GGUF mixes with each layer's own types). Their sum is :func:`weights_parts`'
+    total, up to rounding each layer up to whole bytes (plus the duplicated tied table). Refused: nominal-size shapes,
+    per-row scales."""
+    s = m["spec"]
+    if s["nominal_params"] is not None:
+        raise_problem(["model", s["name"], "layer-by-layer weights need the tensors' shapes; " + s["name"] + " has "
+                       "only a nominal size"])
+    if p["row_scale"]:
+        raise_problem(["weights", p["name"], "per-row scales are not priced layer by layer"])
+    gqa = s["n_heads"] // s["n_kv_heads"]
+    type_70b = 0
+    if p["gguf"] is not None:
+        gguf_problem(s, p)
+        type_70b = gguf_type_70b(s)
+    kinds = {}
+    for k in m["layers"]:
+        kinds[k[1] + "|" + k[2]] = k[3]
+    mixers = layer_types_of(s)
+    mlps = mlp_types_of(s)
+    layers = []
+    for i in range(s["n_layers"]):
+        sym = kinds[mixers[i] + "|" + mlps[i]]
+        total = q(0)
+        routed = q(0)
+        largest = q(0)
+        for kind in shared("LAYER_GROUP_NAMES"):
+            n = q_ceil(ev("LAYER_GROUPS", kind, sym))
+            if not n:
+                continue
+            bits = layer_bits_of(p, kind, i, s["n_layers"], gqa, s["n_experts"], type_70b)
+            total = q_add(total, q_mul(bits, n))
+            if q_cmp(q_mul(bits, n), largest) > 0:
+                largest = q_mul(bits, n)
+            if mlps[i] == "moe" and kind in ("mlp_gate", "mlp_up", "mlp_down"):
+                width = sym["n_mlp"] * sym["f"] * sym["h"]
+                routed = q_add(routed, q_mul(bits, sym["g"] * width if kind == "mlp_gate" else width))
+        layers.append([q_ceil(q_div(total, 8)), q_ceil(q_div(routed, 8)), q_ceil(q_div(largest, 8))])
+    outside = []
+    first = m["layers"][0][3]
+    for kind in shared("MODEL_GROUP_NAMES"):
+        n = q_ceil(ev("MODEL_GROUPS", kind, first))
+        stored = "lm_head" if kind == "embed" and s["tied_embeddings"] else kind
+        if kind == "lm_head" and s["tied_embeddings"]:
+            n = q_ceil(ev("MODEL_GROUPS", "embed", first))
+        if n:
+            bits = bits_of(p, stored, s["n_layers"], gqa, s["n_experts"], type_70b)
+            outside.append([kind, q_ceil(q_div(q_mul(bits, n), 8))])
+    return [outside, layers]
 
 
 @portable

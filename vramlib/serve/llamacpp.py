@@ -47,8 +47,8 @@ from ..catalog.hardware import GPU, get_gpu
 from ..catalog.models import ModelSpec, get_model
 from ..catalog.precision import GGML_BITS
 from ..solve.feasibility import largest_fitting
-from ..core import formulas as F
 from ..core.errors import InvalidValueError, check_choice, check_positive_int, checked_call
+from ..core.portable import Fields, ev, portable, q, q_add, q_ceil, q_mul, raise_problem, share, shared
 from ..core.settings import Settings, settings_class
 from ..memory.allocator import context_figure
 from ..memory.breakdown import Breakdown
@@ -121,18 +121,83 @@ OUTPUT_BYTES = 4 * n_seq * n_vocab
 """The host output buffer at start-up: one f32 row of logits per sequence."""
 
 
-def _kinds(m: ModelSpec) -> dict[str, int]:
-    """Layers by attention kind, refusing the kinds llama.cpp's rules here do not cover."""
-    out: dict[str, int] = {}
-    for count, mixer, mlp, _ in m.layer_kinds():
-        if mixer not in ("full", "sliding") or m.attention != "gqa":
-            raise InvalidValueError("model", m.name, f"{mixer} layers ({m.attention}) are not modelled for llama.cpp "
-                                    "yet: full and sliding-window GQA attention are")
-        if mlp != "dense":
-            raise InvalidValueError("model", m.name, "llama.cpp's compute buffer is measured for dense MLPs; "
-                                    f"{mlp} layers are not modelled yet")
-        out[mixer] = out.get(mixer, 0) + count
+share(N_CTX=N_CTX, N_CTX_SEQ=N_CTX_SEQ, N_STREAM=N_STREAM, U_BATCH=U_BATCH, SWA_CELLS=SWA_CELLS,
+      COMPUTE_FA=COMPUTE_FA, COMPUTE_NO_FA=COMPUTE_NO_FA, OUTPUT_BYTES=OUTPUT_BYTES, LLAMACPP_KV_TYPES=dict(KV_TYPES))
+
+
+@portable
+def llamacpp_kinds(m, moe):
+    """[[mixer, layers]] of a model view by attention kind, refusing (raise_problem) the kinds llama.cpp's rules
+    here do not cover: full and sliding-window GQA attention with dense MLPs are (routed-expert MLPs too when
+    ``moe``: the caller then names the compute buffer as an estimate)."""
+    out = []
+    for k in m["layers"]:
+        if (k[1] != "full" and k[1] != "sliding") or m["spec"]["attention"] != "gqa":
+            raise_problem(["model", m["spec"]["name"], k[1] + " layers (" + m["spec"]["attention"] + ") are not "
+                           "modelled for llama.cpp yet: full and sliding-window GQA attention are"])
+        if k[2] != "dense" and not (moe and k[2] == "moe"):
+            raise_problem(["model", m["spec"]["name"], "llama.cpp's compute buffer is measured for dense MLPs; " +
+                           k[2] + " layers are not modelled yet"])
+        found = False
+        for o in out:
+            if o[0] == k[1]:
+                o[1] += k[0]
+                found = True
+        if not found:
+            out.append([k[1], k[0]])
     return out
+
+
+@portable
+def llamacpp_context(m, c, moe):
+    """A llama.cpp context's numbers for a model view and a LlamaCppConfig ``c`` (its fields): the padded context,
+    cells per stream of each layer kind, streams, the micro-batch, the KV bytes of one layer of each kind
+    (``layer_kv``) and the compute buffer's symbol values (``moe``: routed-expert layers allowed, their MLP width
+    taken as the k routed experts' and the shared experts' together -- an estimate, not measured)."""
+    s = m["spec"]
+    vals = {"n_ctx": c["n_ctx"], "n_b": c["n_batch"], "n_ub": c["n_ubatch"], "n_seq": c["n_seq"],
+            "z_uni": 1 if c["kv_unified"] else 0, "n_swa": max(s["sliding_window"], 1)}
+    full = q_ceil(ev("N_CTX_SEQ", None, vals))
+    sliding = full if c["swa_full"] else q_ceil(ev("SWA_CELLS", None, vals))
+    kinds = llamacpp_kinds(m, moe)
+    e_kv = s["n_kv_heads"] * s["head_dim"]
+    types = shared("LLAMACPP_KV_TYPES")
+    row = q_mul(q_add(q(types[c["type_k"]]), q(types[c["type_v"]])), e_kv)
+    has_full = 0
+    has_sliding = 0
+    for k in kinds:
+        if k[0] == "full":
+            has_full = 1
+        else:
+            has_sliding = 1
+    vals["n_head"] = s["n_heads"]
+    vals["n_embd"] = s["hidden"]
+    vals["n_vocab"] = s["vocab"]
+    vals["n_ff"] = s["ffn"]
+    if s["n_experts"]:
+        vals["n_ff"] = s["experts_per_token"] * s["moe_ffn"] + s["n_shared_experts"] * s["shared_ffn"]
+    vals["e_v"] = e_kv
+    vals["n_kv"] = full if has_full else sliding
+    vals["n_kv_f"] = full
+    vals["n_kv_s"] = sliding
+    vals["z_f"] = has_full
+    vals["z_s"] = has_sliding
+    streams = q_ceil(ev("N_STREAM", None, vals))
+    return {"vals": vals, "kinds": kinds, "cells": {"full": full, "sliding": sliding}, "streams": streams,
+            "n_ctx_pad": q_ceil(ev("N_CTX", None, vals)), "u": q_ceil(ev("U_BATCH", None, vals)),
+            "layer_kv": {"full": q_ceil(q_mul(row, streams * full)), "sliding": q_ceil(q_mul(row, streams * sliding))}}
+
+
+@portable
+def llamacpp_buffers(m, c, moe):
+    """[kv cache, compute buffer, output buffer] bytes of a llama.cpp context with every layer on one device, and
+    the context's numbers (:func:`llamacpp_context`; ``moe``: allow routed experts, an estimated compute buffer)."""
+    x = llamacpp_context(m, c, moe)
+    kv = 0
+    for k in x["kinds"]:
+        kv += k[1] * x["layer_kv"][k[0]]
+    compute = q_ceil(ev("COMPUTE_FA" if c["flash_attn"] else "COMPUTE_NO_FA", None, x["vals"]))
+    return [kv, compute, q_ceil(ev("OUTPUT_BYTES", None, x["vals"])), x]
 
 
 @settings_class
@@ -185,31 +250,9 @@ def _model_buffer(m: ModelSpec, weights: str) -> int:
     return total
 
 
-def _ints(expr, vals) -> int:
-    return F.to_int_bytes(F.evaluate(expr, **vals))     # whole counts (the expressions are integral)
-
-
-def _kv_and_compute(m: ModelSpec, c: LlamaCppConfig) -> tuple[int, int, dict]:
-    """The KV cache and compute buffer bytes, and the context's numbers for the notes."""
-    kinds = _kinds(m)
-    vals = dict(c.values(), n_swa=max(m.sliding_window, 1))
-    cells_full = _ints(N_CTX_SEQ, vals)
-    cells = {"full": cells_full, "sliding": cells_full if c.swa_full else _ints(SWA_CELLS, vals)}
-    streams = _ints(N_STREAM, vals)
-    e_kv = m.n_kv_heads * m.head_dim
-    row = (KV_TYPES[c.type_k] + KV_TYPES[c.type_v]) * e_kv
-    kv = sum(n * streams * cells[kind] * row for kind, n in kinds.items())
-    shape = dict(vals, n_head=m.n_heads, n_embd=m.hidden, n_vocab=m.vocab, n_ff=m.ffn, e_v=e_kv,
-                 n_kv=max(cells[k] for k in kinds), n_kv_f=cells["full"], n_kv_s=cells["sliding"],
-                 z_f=int("full" in kinds), z_s=int("sliding" in kinds))
-    compute = _ints(COMPUTE_FA if c.flash_attn else COMPUTE_NO_FA, shape)
-    return F.to_int_bytes(kv), compute, dict(shape, n_ctx_pad=_ints(N_CTX, vals), cells=cells_full, streams=streams,
-                                             u=_ints(U_BATCH, vals))
-
-
 def _notes(m: ModelSpec, c: LlamaCppConfig, s: dict) -> tuple[str, ...]:
-    notes = [f"llama.cpp at commit 0c1e57098 (llama-cpp-python 0.3.36): n_ctx {s['n_ctx_pad']:,}, {s['cells']:,} "
-             f"cells per stream x {s['streams']} stream(s), micro-batch {s['u']:,}",
+    notes = [f"llama.cpp at commit 0c1e57098 (llama-cpp-python 0.3.36): n_ctx {s['n_ctx_pad']:,}, "
+             f"{s['cells']['full']:,} cells per stream x {s['streams']} stream(s), micro-batch {s['u']:,}",
              "model buffer: the weights as vramlib prices the format (1-D tensors in f32); the CPU backend's "
              "AMX / repacked copies of some weights are not counted"]
     if c.flash_attn:
@@ -234,9 +277,9 @@ def llamacpp_memory(model: ModelSpec | str, weights: str = "q4_k_m", config: Lla
     """
     m = get_model(model)
     c = LlamaCppConfig.build("llamacpp_memory", config, settings, field="config", also=("model", "weights", "config"))
-    kv, compute, s = _kv_and_compute(m, c)
+    kv, compute, output, s = llamacpp_buffers(m.view(), Fields(c), False)
     return Breakdown({"model buffer": _model_buffer(m, weights), "kv cache": kv, "compute buffer": compute,
-                      "output buffer": _ints(OUTPUT_BYTES, s)},
+                      "output buffer": output},
                      title=f"{m.name} in llama.cpp: {weights}, n_ctx {c.n_ctx:,}, K {c.type_k} / V {c.type_v}, "
                            f"flash attention {'on' if c.flash_attn else 'off'}", notes=_notes(m, c, s))
 

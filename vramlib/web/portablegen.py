@@ -146,7 +146,8 @@ def compiled_functions() -> tuple[str, set[str], set[str]]:
 PORTABLE_MODULES = (
     "core.units", "catalog.hardware", "catalog.models", "catalog.precision", "memory.breakdown", "memory.activations",
     "memory.allocator", "memory.fsdp", "memory.inference", "memory.sharding", "memory.step", "memory.training", "plans.parallel", "solve.feasibility", "solve.planning",
-    "solve.recommend", "solve.training_feasibility", "serve.serving", "explain.bookshelf", "explain.design",
+    "solve.recommend", "solve.training_feasibility", "serve.serving", "serve.llamacpp", "serve.offload",
+    "catalog.hosts", "explain.bookshelf", "explain.design",
     "present.widgets.bookshelf", "present.widgets.design", "present.widgets.finetune", "present.widgets.inference",
     "present.widgets.parallel", "present.widgets.recommend", "present.widgets.serving", "present.widgets.training",
 )

@@ -1,0 +1,283 @@
+"""When the model does not fit on the GPU: layers split between the GPU and host memory, and how fast that decodes
+(issue 14).
+
+Owned here, for llama.cpp (``-ngl``, ``--cpu-moe``; the rules of ``docs/offload-rules.md``, read from llama.cpp at
+commit 0c1e57098):
+
+* **The split** (:func:`llamacpp_split`): llama.cpp counts the output layer (final norm, LM head) as one unit after
+  the blocks and offloads from the end (``i_gpu_start = n_layer + 1 - N``): ``-ngl N`` puts the output layer and
+  the last ``N - 1`` blocks on the GPU, each block with its KV cache; the token embeddings stay in host memory. ``--cpu-moe`` keeps every routed expert in host memory and the rest of each
+  layer on the GPU. Each layer is priced with its own tensor types (a GGUF mix upgrades some layers:
+  :func:`vramlib.memory.inference.layer_weights_of`); the context's KV cache and compute buffer follow
+  :func:`vramlib.serve.llamacpp.llamacpp_buffers`. The GPU's budget is the card's CUDA total less the CUDA context
+  (:func:`vramlib.serve.llamacpp.gpu_budget`); the host's is the RAM less what the system keeps (``host_reserved``).
+* **Decode speed** (:data:`DECODE_SECONDS`): one token reads every weight it uses once, and each layer's K and V of
+  the tokens in context, where they live: the GPU's at its memory bandwidth, the host's at the DRAM's; routed
+  experts by the fraction the router picks (k of E). A roofline: an upper bound on tokens per second that real
+  decodes reach a part of (kernel efficiency, the CPU's cores, NUMA are not modelled).
+
+* **Compute buffers** (one per backend, estimated from the source, not measured): the GPU's is the context's
+  compute buffer plus, when blocks stay on the host and the micro-batch is at least :data:`OP_OFFLOAD_MIN_BATCH`, room
+  for the largest host weight the scheduler copies over for a prompt batch (a whole ``*_exps`` tensor under
+  ``--cpu-moe``); the host's (pinned ``CUDA_Host``) is the same rule when blocks run there.
+
+Not modelled, named in the result: prompt processing speed. ``n_gpu_layers`` of a shape beyond what llama.cpp's buffers cover
+(MLA, Mamba, MoE compute graphs) is refused by :func:`vramlib.serve.llamacpp.llamacpp_kinds`.
+
+Used in: chapter 17, the ``vramlib offload`` command and the offload calculator.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from ..catalog.hardware import GPU, get_gpu
+from ..catalog.hosts import get_host
+from ..catalog.models import ModelSpec, get_model, layer_types_of
+from ..catalog.precision import get_precision, precision_view
+from ..core.errors import InvalidValueError, check_positive_int, checked_call
+from ..core.portable import Fields, ev, portable, q, q_add, q_div, q_float, q_mul, raise_problem, share, shared
+from ..core.settings import Settings, settings_class
+from ..core.units import parse_memory
+from ..memory.breakdown import Breakdown
+from ..memory.inference import layer_weights_of
+from .llamacpp import LlamaCppConfig, gpu_budget, llamacpp_buffers
+
+B_g, B_h, W_g, W_h = sp.symbols("B_g B_h W_g W_h", positive=True)
+
+DECODE_SECONDS = B_g / (W_g * 10**9) + B_h / (W_h * 10**9)
+"""Seconds per decoded token, a bandwidth roofline: ``B_g`` bytes read from GPU memory at ``W_g`` GB/s plus ``B_h``
+bytes read from host memory at ``W_h`` GB/s."""
+
+OP_OFFLOAD_MIN_BATCH = 32
+"""llama.cpp runs a host-resident weight's matmul on the GPU (copying the weight into the GPU's compute buffer) for
+batches of at least this many tokens (``GGML_OP_OFFLOAD_MIN_BATCH``, ggml-cuda); the start-up reservation uses the
+micro-batch, so with -ub >= 32 the GPU's compute buffer holds room for the largest such weight."""
+
+share(DECODE_SECONDS=DECODE_SECONDS, OP_OFFLOAD_MIN_BATCH=OP_OFFLOAD_MIN_BATCH)
+
+OFFLOAD_RUNTIMES = ("llama.cpp",)
+"""Runtimes whose split is modelled (``transformers``' device_map and Ollama's estimate: not yet)."""
+
+
+@settings_class
+@dataclass(frozen=True)
+class OffloadConfig(Settings):
+    """A split between GPU and host: ``runtime``, ``host`` (a key of ``vramlib.catalog.hosts.HOSTS``: the DRAM and
+    its bandwidth), ``host_ram`` (installed, e.g. ``"64GB"``), ``host_reserved`` (what the system and other programs
+    keep: a convention, 4 GiB by default), ``n_gpu_layers`` (``-ngl``; None: the most that fit the GPU; -1: all),
+    ``cpu_moe`` (``--cpu-moe``), ``context_tokens`` (tokens in context when a token is decoded; None: the whole
+    ``n_ctx``) and ``llamacpp`` (the context's :class:`~vramlib.serve.llamacpp.LlamaCppConfig`)."""
+
+    runtime: str = "llama.cpp"
+    host: str = "ddr5-5600-2ch"
+    host_ram: int | str = "64GB"
+    host_reserved: int | str = "4GiB"
+    n_gpu_layers: int | None = None
+    cpu_moe: bool = False
+    context_tokens: int | None = None
+    llamacpp: LlamaCppConfig = field(default_factory=LlamaCppConfig)
+
+    def __post_init__(self) -> None:
+        from ..core.errors import check_choice
+
+        object.__setattr__(self, "runtime", check_choice("runtime", self.runtime, OFFLOAD_RUNTIMES))
+        object.__setattr__(self, "host", get_host(self.host).key)
+        for name in ("host_ram", "host_reserved"):
+            object.__setattr__(self, name, parse_memory(getattr(self, name), field=name))
+        if self.host_reserved >= self.host_ram:
+            raise InvalidValueError("host_reserved", self.host_reserved, "must be below host_ram")
+        if self.n_gpu_layers is not None and self.n_gpu_layers != -1:
+            check_positive_int("n_gpu_layers", self.n_gpu_layers, allow_zero=True)
+        if not isinstance(self.cpu_moe, bool):
+            raise InvalidValueError("cpu_moe", self.cpu_moe, "must be True or False")
+        if self.context_tokens is not None:
+            check_positive_int("context_tokens", self.context_tokens)
+        if not isinstance(self.llamacpp, LlamaCppConfig):
+            raise InvalidValueError("llamacpp", self.llamacpp, "must be a LlamaCppConfig")
+
+
+@portable
+def llamacpp_split(m, lw, bufs, ngl, cpu_moe):
+    """Where llama.cpp puts a model view's buffers with ``-ngl ngl`` (-1: all) and ``--cpu-moe``: ``lw`` is
+    :func:`layer_weights_of`'s result, ``bufs`` :func:`llamacpp_buffers`'. llama.cpp counts the output layer as
+    one more unit after the blocks and offloads from the end (``i_gpu_start = n_layer + 1 - ngl``): -ngl 1 is the
+    output layer alone, -ngl k the output and the last k - 1 blocks. Returns ``{gpu: [[part, bytes]], host: [[part,
+    bytes]], layers_on_gpu, output_on_gpu, read_gpu, read_host}``, ``read_*`` being the bytes one decoded token
+    reads on each side less the KV cache (:func:`decode_kv_read` adds it)."""
+    s = m["spec"]
+    layers = lw[1]
+    n = len(layers)
+    units = n + 1 if ngl < 0 else min(ngl, n + 1)
+    out_gpu = units >= 1
+    on_gpu = max(units - 1, 0)
+    first = n - on_gpu
+    mixers = layer_types_of(s)
+    kv_of = bufs[3]["layer_kv"]
+    active = q(1) if not s["n_experts"] else q_div(s["experts_per_token"], s["n_experts"])
+    w = [0, 0]
+    kv = [0, 0]
+    experts = 0
+    copied = 0
+    read = [q(0), q(0)]
+    for i in range(n):
+        side = 0 if i >= first else 1
+        routed = layers[i][1]
+        dense = layers[i][0] - routed
+        kv[side] += kv_of[mixers[i]]
+        if side == 1 or (cpu_moe and routed):
+            copied = max(copied, layers[i][2])
+        if cpu_moe:
+            w[side] += dense
+            experts += routed
+            read[side] = q_add(read[side], q(dense))
+            read[1] = q_add(read[1], q_mul(active, routed))
+        else:
+            w[side] += layers[i][0]
+            read[side] = q_add(read[side], q_add(q(dense), q_mul(active, routed)))
+    embed = 0
+    head = 0
+    for o in lw[0]:
+        if o[0] == "embed":
+            embed += o[1]
+        elif not (o[0] == "lm_head" and s["tied_embeddings"] and not out_gpu):
+            head += o[1]     # a tied table serves a host output layer from the embeddings' own pages
+    side = 0 if out_gpu else 1
+    w[side] += head
+    read[side] = q_add(read[side], q(head))
+    offload = out_gpu and bufs[3]["u"] >= shared("OP_OFFLOAD_MIN_BATCH")
+    gpu = [["model buffer", w[0]], ["kv cache", kv[0]],
+           ["compute buffer", (bufs[1] + (copied if offload else 0)) if out_gpu else 0]]
+    host = [["model buffer", embed + w[1]], ["routed experts", experts], ["kv cache", kv[1]],
+            ["compute buffer", bufs[1] if first > 0 or not out_gpu else 0], ["output buffer", bufs[2]]]
+    return {"gpu": gpu, "host": host, "layers_on_gpu": on_gpu, "output_on_gpu": out_gpu, "read_gpu": read[0],
+            "read_host": read[1], "copied": copied if offload else 0}
+
+
+@portable
+def decode_kv_read(m, bufs, split, tokens):
+    """[GPU, host] bytes of K and V one decoded token reads with ``tokens`` in context: each layer's rows of the
+    tokens it holds (a sliding-window layer at most its window), on the side its layer lives."""
+    s = m["spec"]
+    x = bufs[3]
+    row = q_div(x["layer_kv"]["full"], x["cells"]["full"] * x["streams"])
+    mixers = layer_types_of(s)
+    n = len(mixers)
+    first = n - split["layers_on_gpu"]
+    out = [q(0), q(0)]
+    for i in range(n):
+        held = min(tokens, s["sliding_window"]) if mixers[i] == "sliding" else tokens
+        side = 0 if i >= first else 1
+        out[side] = q_add(out[side], q_mul(row, held))
+    return out
+
+
+@portable
+def decode_rate(read_gpu, read_host, gpu_gb_s, host_gb_s):
+    """[seconds per token, tokens per second] of DECODE_SECONDS (exact seconds; tokens/s as a float)."""
+    t = ev("DECODE_SECONDS", None, {"B_g": read_gpu, "B_h": read_host, "W_g": q(gpu_gb_s), "W_h": q(host_gb_s)})
+    return [t, 1 / q_float(t)]
+
+
+@portable
+def most_gpu_layers(m, lw, bufs, cpu_moe, budget):
+    """The largest ``-ngl`` (0 .. layers + 1: the output layer, then the blocks from the last) whose GPU buffers fit
+    ``budget`` bytes; -1 when not even -ngl 0 fits (a budget below 0)."""
+    best = -1
+    for ngl in range(len(lw[1]) + 2):
+        split = llamacpp_split(m, lw, bufs, ngl, cpu_moe)
+        used = 0
+        for part in split["gpu"]:
+            used += part[1]
+        if used <= budget:
+            best = ngl
+    return best
+
+
+@dataclass(frozen=True)
+class OffloadPlan:
+    """A model split between a GPU and host memory: ``n_gpu_layers`` (the ``-ngl`` value), ``layers_on_gpu``,
+    ``output_on_gpu``, ``gpu`` / ``host`` (Breakdowns), their budgets, whether each fits, the decode roofline
+    (``seconds_per_token``, ``tokens_per_s``, with ``read_gpu`` / ``read_host`` bytes per token) and notes."""
+
+    n_gpu_layers: int
+    n_layers: int
+    layers_on_gpu: int
+    output_on_gpu: bool
+    gpu: Breakdown
+    host: Breakdown
+    gpu_budget: int
+    host_budget: int
+    read_gpu: int
+    read_host: int
+    gpu_gb_s: float
+    host_gb_s: float
+    seconds_per_token: float
+    tokens_per_s: float
+    notes: tuple[str, ...]
+
+    @property
+    def fits_gpu(self) -> bool:
+        return self.gpu.total <= self.gpu_budget
+
+    @property
+    def fits_host(self) -> bool:
+        return self.host.total <= self.host_budget
+
+
+def _notes(m: ModelSpec, card: GPU, c: OffloadConfig, how: str, tokens: int) -> tuple[str, ...]:
+    host = get_host(c.host)
+    return (f"llama.cpp at commit 0c1e57098, -ngl as it counts (the output layer first, then the blocks from the "
+            f"last; -ngl {m.n_layers + 1} is all); GPU budget: {how}",
+            f"host: {host.name}, {float(host.bandwidth_gb_s):g} GB/s theoretical; {c.host_reserved:,} B kept for the "
+            "system (a convention)",
+            f"decode roofline at {tokens:,} tokens in context: every weight a token uses read once where it lives, "
+            "plus each layer's K and V; an upper bound (kernels, CPU cores and NUMA not modelled)",
+            "compute buffers estimated from llama.cpp's source, not measured: the GPU's is the context's plus room for "
+            "the largest host weight copied over for a prompt batch; the host's the context's when blocks run there; "
+            "prompt-processing speed is not modelled") + (
+            ("compute buffer of routed-expert layers: the dense rule at the k routed experts' width, an estimate "
+             "(llama.cpp's MoE graphs were not measured)",) if m.n_experts else ())
+
+
+@checked_call
+def offload_plan(model: ModelSpec | str, gpu: GPU | str, weights: str = "q4_k_m", config: OffloadConfig | None = None,
+                 **settings) -> OffloadPlan:
+    """Split ``model`` in ``weights`` between ``gpu`` and host memory as llama.cpp does (module doc): with
+    ``n_gpu_layers=None`` the most layers whose GPU buffers fit, the memory on each side and the decode roofline.
+    ``config``: an :class:`OffloadConfig`, or its fields as keywords (``host="ddr5-5600-2ch", host_ram="64GB",
+    n_gpu_layers=40, cpu_moe=True, llamacpp=LlamaCppConfig(n_ctx=8192)``)."""
+    m = get_model(model)
+    card = get_gpu(gpu)
+    c = OffloadConfig.build("offload_plan", config, settings, field="config", also=("model", "gpu", "weights"))
+    view = m.view()
+    if c.cpu_moe and not m.n_experts:
+        raise InvalidValueError("cpu_moe", True, f"{m.name} has no routed experts")
+    lw = layer_weights_of(view, precision_view(get_precision(weights, field="weights")))
+    bufs = llamacpp_buffers(view, Fields(c.llamacpp), True)
+    budget, how = gpu_budget(card)
+    ngl = c.n_gpu_layers
+    if ngl is None:
+        ngl = most_gpu_layers(view, lw, bufs, c.cpu_moe, budget)
+        if ngl < 0:
+            raise_problem(["gpu", card.key, "the CUDA context alone fills the card"])
+    split = llamacpp_split(view, lw, bufs, ngl, c.cpu_moe)
+    tokens = c.context_tokens or c.llamacpp.n_ctx
+    kv_read = decode_kv_read(view, bufs, split, tokens)
+    read_g, read_h = q_add(split["read_gpu"], kv_read[0]), q_add(split["read_host"], kv_read[1])
+    host = get_host(c.host)
+    t, rate = decode_rate(read_g, read_h, card.bandwidth_gb_s, host.bandwidth_gb_s)
+    title = f"{m.name} {weights} on {card.key} + {host.key}, -ngl {ngl}"
+    return OffloadPlan(
+        n_gpu_layers=ngl, n_layers=m.n_layers, layers_on_gpu=split["layers_on_gpu"],
+        output_on_gpu=split["output_on_gpu"],
+        gpu=Breakdown(dict(split["gpu"]), title=title + ": GPU"),
+        host=Breakdown({k: v for k, v in split["host"] if v or k == "model buffer"}, title=title + ": host"),
+        gpu_budget=budget, host_budget=c.host_ram - c.host_reserved, read_gpu=int(read_g), read_host=int(read_h),
+        gpu_gb_s=float(card.bandwidth_gb_s), host_gb_s=float(host.bandwidth_gb_s), seconds_per_token=float(t),
+        tokens_per_s=rate, notes=_notes(m, card, c, how, tokens))
+
+
+__all__ = ["DECODE_SECONDS", "OFFLOAD_RUNTIMES", "OffloadConfig", "OffloadPlan", "decode_kv_read", "decode_rate",
+           "llamacpp_split", "most_gpu_layers", "offload_plan"]
