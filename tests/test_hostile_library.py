@@ -60,6 +60,8 @@ BASE: dict[str, tuple[tuple, dict]] = {
     "llamacpp_memory": ((M7, "q4_k_m"), dict(n_ctx=4096, n_ubatch=512)),
     "llamacpp_max_ctx": ((M7, "rtx-4090", "q4_k_m"), dict(n_ubatch=512)),
     "offload_plan": ((M7, "rtx-4090", "q4_k_m"), dict(host_ram="64GB", n_gpu_layers=20)),
+    "sglang_memory": ((M7, A100, "bf16"), dict(kv_cache_dtype="auto")),
+    "sglang_max_tokens": ((M7, A100, "bf16"), dict(kv_cache_dtype="fp8_e4m3")),
     "max_params_model_states": (("80GB",), dict(dp=8, stage=3)),
     "max_seq_for_plan": ((M7, A100), {}),
     "max_seq_for_training": ((M7, "80GB"), dict(method="lora")),
@@ -90,6 +92,7 @@ BASE: dict[str, tuple[tuple, dict]] = {
     "Workload": ((), dict(method="lora", seq=2048, lora_rank=8)),
     "ParallelPlan": ((), dict(tp=2, dp=2, zero=1)),
     "OffloadConfig": ((), dict(host_ram="64GB")),
+    "SGLangConfig": ((), {}),
 }
 """Functions left out of the argument sweep: no arguments, or plotting/figure helpers whose arguments are
 objects the library itself made (they are swept through the functions that make them)."""
@@ -109,7 +112,7 @@ FREE_TEXT = {"field", "title", "label", "setting", "caption", "lever"}  # argume
 
 SETTINGS = {"search_plans": "PlanSpace", "serving_kv_capacity": "ServingConfig", "roofline": "Efficiency",
             "llamacpp_memory": "LlamaCppConfig", "llamacpp_max_ctx": "LlamaCppConfig",
-            "offload_plan": "OffloadConfig"}
+            "offload_plan": "OffloadConfig", "sglang_memory": "SGLangConfig", "sglang_max_tokens": "SGLangConfig"}
 """Functions that take a settings object and its fields as keywords (``**settings``): the sweep feeds every field
 of the settings class through those keywords, as it does for the named arguments."""
 THROUGH_KEYWORDS: dict[str, tuple[str, ...]] = {

@@ -23,7 +23,7 @@ __all__ = [
     "Breakdown", "CONVENTIONS", "CacheRule", "ConfigError", "DeepSpeedEstimate", "Efficiency", "Fit", "GB", "GPU", "GiB",
     "Hardware", "InvalidValueError", "LlamaCppConfig", "METHODS", "ModelFamily", "ModelSpec", "OPTIMIZERS", "OffloadConfig", "OffloadPlan",
     "ParallelPlan",
-    "PipelineBalance", "PlanMemory", "PlanSearch", "PlanSpace", "Precision", "Recommendation", "Roofline",
+    "PipelineBalance", "PlanMemory", "PlanSearch", "PlanSpace", "Precision", "Recommendation", "Roofline", "SGLangConfig",
     "ServingCapacity", "ServingConfig", "UnknownNameError", "VramlibError", "Workload", "activation_bytes", "balance_pipeline",
     "bookshelf_alt_text", "bookshelf_pair", "bookshelf_stack",
     "bytes_per_param", "catalogue", "component_summary", "cost_per_million_tokens", "cuda_overheads", "decode_curve",
@@ -36,7 +36,7 @@ __all__ = [
     "model_names", "model_states_bytes", "offload_plan", "optimizer_state_bytes", "parse_hardware", "parse_memory", "plan_memory",
     "plot_fit_map", "precision_names", "prefill_workspace_bytes", "published_rows", "published_stats",
     "real_setup_bytes", "recommend_gpus", "recommendation_table", "roofline", "scaling_ratio", "search_plans",
-    "serving_kv_capacity", "shelf_layout", "size_ratio", "source_activation_bytes", "source_training_memory",
+    "serving_kv_capacity", "sglang_max_tokens", "sglang_memory", "shelf_layout", "size_ratio", "source_activation_bytes", "source_training_memory",
     "training_memory", "vllm_default_batch", "weights_bytes", "weights_detail", "zero_model_states",
 ]
 
