@@ -61,6 +61,7 @@ BASE: dict[str, tuple[tuple, dict]] = {
     "llamacpp_max_ctx": ((M7, "rtx-4090", "q4_k_m"), dict(n_ubatch=512)),
     "offload_plan": ((M7, "rtx-4090", "q4_k_m"), dict(host_ram="64GB", n_gpu_layers=20)),
     "sglang_memory": ((M7, A100, "bf16"), dict(kv_cache_dtype="auto")),
+    "device_plan": ((M7, "m4-max-64gb", "q4_k_m"), dict(host_ram="64GB")),
     "sglang_max_tokens": ((M7, A100, "bf16"), dict(kv_cache_dtype="fp8_e4m3")),
     "max_params_model_states": (("80GB",), dict(dp=8, stage=3)),
     "max_seq_for_plan": ((M7, A100), {}),
@@ -112,7 +113,7 @@ FREE_TEXT = {"field", "title", "label", "setting", "caption", "lever"}  # argume
 
 SETTINGS = {"search_plans": "PlanSpace", "serving_kv_capacity": "ServingConfig", "roofline": "Efficiency",
             "llamacpp_memory": "LlamaCppConfig", "llamacpp_max_ctx": "LlamaCppConfig",
-            "offload_plan": "OffloadConfig", "sglang_memory": "SGLangConfig", "sglang_max_tokens": "SGLangConfig"}
+            "offload_plan": "OffloadConfig", "device_plan": "OffloadConfig", "sglang_memory": "SGLangConfig", "sglang_max_tokens": "SGLangConfig"}
 """Functions that take a settings object and its fields as keywords (``**settings``): the sweep feeds every field
 of the settings class through those keywords, as it does for the named arguments."""
 THROUGH_KEYWORDS: dict[str, tuple[str, ...]] = {

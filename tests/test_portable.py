@@ -508,3 +508,30 @@ def test_uniform_layer_calculators_refuse_other_shapes_as_python_does():
     _same_panel("training", training_compute, runs)
     with pytest.raises(vl.VramlibError, match="one uniform layer"):
         training_compute(spec, **runs[0][1])
+
+
+def test_offload_is_one_split():
+    """The static offload calculator (the compiled layer_weights_of, llamacpp_buffers, llamacpp_split,
+    most_gpu_layers, decode_kv_read, decode_rate, offload_core, offload_verdict, gpu_budget_of) gives Python's GPU
+    buffers, budget and verdict: -ngl auto and fixed, --cpu-moe, flash attention off, quantized caches, refusals."""
+    from vramlib.present.widgets.offload import offload_compute
+
+    settings = (("q4_k_m", "rtx-4090", "ddr5-5600-2ch", "64GB", 8192, "auto", False, True, "f16"),
+                ("q5_k_m", "rtx-3090", "ddr4-3200-2ch", "32GB", 4096, 20, False, False, "f16"),
+                ("q8_0", "l4", "ddr5-4800-8ch", "128GB", 32768, "auto", False, True, "q8_0"),
+                ("q3_k_m", "t4", "ddr5-6000-2ch", "16GB", 2048, 0, False, True, "q4_0"),
+                ("q4_k_m", "rtx-4090", "ddr5-5600-2ch", "64GB", 16384, "auto", True, True, "f16"),
+                ("iq4_xs", "a100-40gb", "ddr5-4800-12ch", "256GB", 8192, 1, False, True, "f16"))
+    specs = [vl.get_model(m) for m in ("llama-3.1-70b", "llama-3.1-8b", "qwen3-30b-a3b", "gemma-2-9b",
+                                       "mistral-7b", "deepseek-v3")]
+    runs = [(spec, dict(_heads(spec), weights=w, gpu=g, host=h, host_ram=r, n_ctx=c, n_gpu_layers=n, cpu_moe=moe,
+                        flash_attn=fa, type_k=k)) for spec in specs for w, g, h, r, c, n, moe, fa, k in settings]
+    assert _same_panel("offload", offload_compute, runs) == 36
+    ok = 0
+    for spec, kw in runs:
+        try:
+            offload_compute(spec, **kw)
+            ok += 1
+        except vl.VramlibError:
+            pass
+    assert 12 < ok < 36        # refusals (no experts for --cpu-moe, MLA) are compared too

@@ -20,14 +20,14 @@ from .core.errors import ConfigError, InvalidValueError, UnknownNameError, Vraml
 __version__ = "0.1.0"
 
 __all__ = [
-    "Breakdown", "CONVENTIONS", "CacheRule", "ConfigError", "DeepSpeedEstimate", "Efficiency", "Fit", "GB", "GPU", "GiB",
+    "Breakdown", "CONVENTIONS", "CacheRule", "ConfigError", "DeepSpeedEstimate", "DevicePlan", "Efficiency", "Fit", "GB", "GPU", "GiB",
     "Hardware", "InvalidValueError", "LlamaCppConfig", "METHODS", "ModelFamily", "ModelSpec", "OPTIMIZERS", "OffloadConfig", "OffloadPlan",
     "ParallelPlan",
     "PipelineBalance", "PlanMemory", "PlanSearch", "PlanSpace", "Precision", "Recommendation", "Roofline", "SGLangConfig",
     "ServingCapacity", "ServingConfig", "UnknownNameError", "VramlibError", "Workload", "activation_bytes", "balance_pipeline",
     "bookshelf_alt_text", "bookshelf_pair", "bookshelf_stack",
     "bytes_per_param", "catalogue", "component_summary", "cost_per_million_tokens", "cuda_overheads", "decode_curve",
-    "deepspeed_zero2_estimate", "deepspeed_zero3_estimate", "design_levers", "draw_bookshelf", "equal_params_shape",
+    "deepspeed_zero2_estimate", "deepspeed_zero3_estimate", "design_levers", "device_plan", "draw_bookshelf", "equal_params_shape",
     "equal_params_shapes", "evaluate_design", "fit_inference", "fit_map", "fit_training", "fmt_bytes", "gb",
     "get_gpu", "get_model", "get_precision", "gib", "implied_coefficient", "inference_memory", "inference_memory_tp",
     "kv_budget_bytes", "kv_bytes_per_token", "kv_cache_bytes", "largest_module_params", "largest_trainable_model",

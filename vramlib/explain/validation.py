@@ -524,7 +524,7 @@ def llamacpp_table() -> list[dict]:
     groups = {"model buffer": llamacpp_rows("model buffer"), "kv cache": llamacpp_rows("kv cache")}
     compute = llamacpp_rows("compute buffer")
     groups["compute buffer, no flash attention"] = [r for r in compute if r.id not in fa]
-    groups["compute buffer, flash attention (a lower bound)"] = [r for r in compute if r.id in fa]
+    groups["compute buffer, flash attention"] = [r for r in compute if r.id in fa]
     out = []
     for name, rows in groups.items():
         worst = max(rows, key=lambda r: abs(r.error))

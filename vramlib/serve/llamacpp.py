@@ -20,9 +20,11 @@ has the file and line of each) and measured on tiny GGUFs (``tools/measure/llama
   ``u`` tokens, whichever is larger (:data:`COMPUTE_NO_FA`; ``u = min(n_ubatch, n_batch, n_ctx)``). The five
   activations are read from the measurements (exact in 69 of 70 contexts; the other has a quantized K with a
   64-wide head, whose Hadamard rotation makes the buffer 1,504 B per token smaller: named in the result).
-  **With flash attention** the f16 mask, the inputs and four ``n_ff``-wide rows per token
-  (:data:`COMPUTE_FA`) are a lower bound: exact in 14 of 26 contexts, up to 2,048 B per token short elsewhere
-  (where ggml-alloc's best fit leaves gaps); the result says so.
+  **With flash attention** the inputs (the f16 mask, the row indices, an unread ``n_embd``-wide input, rotation
+  matrices) under the FFN's peak -- three ``n_ff`` rows over a gap of two ``n_embd`` rows that the SwiGLU cannot
+  reuse (:data:`FA_INPUTS`, :data:`FA_FFN`, :data:`COMPUTE_FA`): exact in every measured context, read from a replay
+  of ggml-alloc's placements on the measured graphs. For ``n_head x head_dim != n_embd`` (Qwen3, Gemma) the peak lies
+  up to two ``n_embd`` rows above it: the result names it as a lower bound.
 * **Output buffer** (host): ``4 x n_seq x n_vocab`` bytes of logits at start-up (it grows to the outputs of a
   batch when all logits are requested).
 * **Model buffer**: the weights as :func:`vramlib.memory.inference.weights_bytes` prices the format, with the
@@ -50,10 +52,11 @@ from ..solve.feasibility import largest_fitting
 from ..core.errors import InvalidValueError, check_choice, check_positive_int, checked_call
 from ..core.portable import Fields, ev, portable, q, q_add, q_ceil, q_mul, raise_problem, share, shared
 from ..core.settings import Settings, settings_class
-from ..memory.allocator import context_figure
+from ..memory.allocator import CUDA_CONTEXT, context_figure
 from ..memory.breakdown import Breakdown
 from ..memory.inference import weights_bytes
-from .serving import cuda_total
+from ..core.units import parse_memory
+from .serving import DRIVER_RESERVED, cuda_total, driver_reserve
 
 CTX_PAD = 256
 """llama.cpp pads the context (and each sequence's cells) to a multiple of 256 (``GGML_PAD(n_ctx, 256)``)."""
@@ -113,9 +116,27 @@ cells per stream), the f32 mask of each cache (full ``n_kv_f``, sliding-window `
 output-id inputs, each cache's K and transposed-V row indices, five n_embd-wide f32 activations (measured) -- or the
 logits."""
 
-COMPUTE_FA = sp.Max(z_f * _p(2 * n_kv_f * _u) + z_s * _p(2 * n_kv_s * _u) + 3 * _p(4 * _u)
-                    + (z_f + z_s) * 2 * _p(8 * _u) + 4 * _p(4 * n_ff * _u), COMPUTE_LOGITS)
-"""Compute buffer with flash attention, a lower bound: the f16 mask(s), the inputs and four n_ff-wide f32 rows."""
+n_l = sp.Symbol("n_l", integer=True, positive=True)                  # layers
+z_rk, z_rv = (sp.Symbol(x, **_nn) for x in ("z_rk", "z_rv"))          # 1: K / V rows Hadamard-rotated
+r_k = sp.Symbol("r_k", **_pos)                                         # side of K's rotation matrix
+_E = _p(4 * n_embd * _u)
+_F = _p(4 * n_ff * _u)
+_WIDE = sp.Min(1, sp.Max(0, (_F - 2 * _E) / TENSOR_ALIGNMENT))         # 1 when n_ff > 2 n_embd
+_TWO = sp.Min(1, sp.Max(0, 3 - n_l))                                    # 1 for a two-layer model
+FA_INPUTS = (3 * _p(4 * _u) + _E + z_f * (_p(2 * n_kv_f * _u) + 2 * _p(8 * _u))
+             + z_s * (_p(2 * n_kv_s * _u) + 2 * _p(8 * _u)) + (z_f + z_s) * (z_rk * 4 * r_k**2 + z_rv * 4 * 64**2))
+"""With flash attention, what stays allocated under the layers: the token, position and output-id inputs, the
+``n_embd``-wide f32 input a token graph never reads (``inp_embd``), each cache's f16 mask and K / V row indices, and
+the f32 Hadamard matrices of rotated caches (K's ``r_k`` wide, V's 64)."""
+FA_FFN = (3 * _F + 3 * _E - _WIDE * z_rv * _E
+          - (1 - _WIDE) * ((1 - z_rv) * _TWO * _F + (1 - (1 - z_rv) * _TWO) * _E))
+"""A layer's peak with flash attention: ``ffn_inp``, ``ffn_gate``, ``ffn_up`` and ``ffn_swiglu`` (3 n_ff rows) over a
+gap of two n_embd rows (the freed ``ffn_norm`` and attention output) that the n_ff-wide SwiGLU cannot reuse when
+n_ff > 2 n_embd: 3F + 3E; a rotated V's extra un-rotation shrinks the gap to one row; a narrower FFN fits the gap
+(3F + 2E, or 2F + 3E with two layers). Read from ggml-alloc's allocations replayed on the measured graphs."""
+COMPUTE_FA = sp.Max(FA_INPUTS + FA_FFN, COMPUTE_LOGITS)
+"""Compute buffer with flash attention: the inputs and the FFN's peak, or the logits (exact on the 40 measured
+contexts, for n_head x head_dim = n_embd)."""
 
 OUTPUT_BYTES = 4 * n_seq * n_vocab
 """The host output buffer at start-up: one f32 row of logits per sequence."""
@@ -149,6 +170,13 @@ def llamacpp_kinds(m, moe):
 
 
 @portable
+def llamacpp_rotated(cache_type, head_dim):
+    """Whether llama.cpp Hadamard-rotates a cache's rows: a quantized type and a head a multiple of 64
+    (src/llama-kv-cache.cpp)."""
+    return cache_type != "f32" and cache_type != "f16" and cache_type != "bf16" and head_dim % 64 == 0
+
+
+@portable
 def llamacpp_context(m, c, moe):
     """A llama.cpp context's numbers for a model view and a LlamaCppConfig ``c`` (its fields): the padded context,
     cells per stream of each layer kind, streams, the micro-batch, the KV bytes of one layer of each kind
@@ -174,6 +202,13 @@ def llamacpp_context(m, c, moe):
     vals["n_embd"] = s["hidden"]
     vals["n_vocab"] = s["vocab"]
     vals["n_ff"] = s["ffn"]
+    vals["n_l"] = s["n_layers"]
+    vals["z_rk"] = 1 if llamacpp_rotated(c["type_k"], s["head_dim"]) else 0
+    vals["z_rv"] = 1 if llamacpp_rotated(c["type_v"], s["head_dim"]) else 0
+    r = 64
+    while s["head_dim"] % (2 * r) == 0:
+        r = 2 * r
+    vals["r_k"] = r
     if s["n_experts"]:
         vals["n_ff"] = s["experts_per_token"] * s["moe_ffn"] + s["n_shared_experts"] * s["shared_ffn"]
     vals["e_v"] = e_kv
@@ -255,9 +290,12 @@ def _notes(m: ModelSpec, c: LlamaCppConfig, s: dict) -> tuple[str, ...]:
              f"{s['cells']['full']:,} cells per stream x {s['streams']} stream(s), micro-batch {s['u']:,}",
              "model buffer: the weights as vramlib prices the format (1-D tensors in f32); the CPU backend's "
              "AMX / repacked copies of some weights are not counted"]
-    if c.flash_attn:
-        notes.append("compute buffer with flash attention: a lower bound (llama.cpp's own was 0-8% more on the "
-                     "measured GGUFs, where ggml-alloc's best fit leaves gaps)")
+    if c.flash_attn and m.n_heads * m.head_dim != m.hidden:
+        notes.append("compute buffer with flash attention: a lower bound for n_head x head_dim != n_embd (the "
+                     "attention output is another width; the peak can be up to two n_embd rows higher)")
+    elif c.flash_attn and llamacpp_rotated(c.type_v, m.head_dim) and m.ffn > 2 * m.hidden:
+        notes.append("compute buffer with flash attention and a rotated V cache: exact on the measured shapes; a "
+                     "replay of ggml-alloc finds some shapes one n_embd row higher")
     elif c.type_k not in ("f32", "f16", "bf16") and m.head_dim % 64 == 0:
         notes.append("compute buffer: quantized K with a 64-multiple head turns on llama.cpp's Hadamard rotation, "
                      "measured 1,504 B per token below this figure (an upper bound)")
@@ -288,15 +326,28 @@ GPU_BUFFERS = ("model buffer", "kv cache", "compute buffer")
 """The buffers that live on the GPU when every layer is offloaded (``-ngl`` all); the output buffer is host memory."""
 
 
+@portable
+def gpu_budget_of(card):
+    """What a llama.cpp process can allocate on ``card`` (its fields): CUDA's total for the card (its published
+    figure, or the nvidia-smi total less the assumed driver reservation: ``serving.driver_reserve``) less the CUDA
+    context (the allocator's figure for the card, else its lazy-loading one)."""
+    reserved = driver_reserve(card, None, shared("LLAMACPP_DRIVER_RESERVED"))[0]
+    contexts = shared("LLAMACPP_CUDA_CONTEXT")
+    key = card["key"] if card["key"] in contexts else "lazy"
+    return card["memory_bytes"] - reserved - contexts[key]
+
+
 def gpu_budget(gpu: GPU | str) -> tuple[int, str]:
-    """What a llama.cpp process can allocate on ``gpu``: CUDA's total for the card (its published figure, or the
-    nvidia-smi total minus vLLM's assumed driver reservation) less the CUDA context (the allocator's published
-    figure), and where the figures come from."""
+    """:func:`gpu_budget_of` a catalogue card, and where the figures come from."""
     card = get_gpu(gpu)
-    total, how = cuda_total(card)
+    how = cuda_total(card)[1]
     key, ctx = context_figure(card)
-    return (total - ctx.bytes,
+    return (gpu_budget_of(Fields(card)),
             f"{card.key}: CUDA total ({how}) minus the CUDA context ({key} figure, {ctx.bytes:,} B)")
+
+
+share(LLAMACPP_DRIVER_RESERVED=parse_memory(DRIVER_RESERVED),
+      LLAMACPP_CUDA_CONTEXT={k: v.bytes for k, v in CUDA_CONTEXT.items()})
 
 
 @checked_call
@@ -316,6 +367,6 @@ def llamacpp_max_ctx(model: ModelSpec | str, gpu: GPU | str, weights: str = "q4_
     return CTX_PAD * largest_fitting(fits, 1, None, 2**24, field="n_ctx")
 
 
-__all__ = ["COMPUTE_FA", "COMPUTE_LOGITS", "COMPUTE_NO_FA", "CTX_PAD", "GPU_BUFFERS", "KV_TYPES", "LlamaCppConfig",
-           "N_CTX", "N_CTX_SEQ", "N_STREAM", "OUTPUT_BYTES", "SWA_CELLS", "TENSOR_ALIGNMENT", "U_BATCH", "gpu_budget",
+__all__ = ["COMPUTE_FA", "COMPUTE_LOGITS", "COMPUTE_NO_FA", "CTX_PAD", "FA_FFN", "FA_INPUTS", "GPU_BUFFERS", "KV_TYPES", "LlamaCppConfig",
+           "N_CTX", "N_CTX_SEQ", "N_STREAM", "OUTPUT_BYTES", "SWA_CELLS", "TENSOR_ALIGNMENT", "U_BATCH", "gpu_budget", "gpu_budget_of",
            "llamacpp_max_ctx", "llamacpp_memory"]

@@ -33,11 +33,13 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from ..catalog.hardware import GPU, get_gpu
-from ..catalog.hosts import get_host
+from ..catalog.hosts import HOSTS, MACS, get_host
 from ..catalog.models import ModelSpec, get_model, layer_types_of
 from ..catalog.precision import get_precision, precision_view
-from ..core.errors import InvalidValueError, check_positive_int, checked_call
-from ..core.portable import Fields, ev, portable, q, q_add, q_div, q_float, q_mul, raise_problem, share, shared
+from ..core.errors import InvalidValueError, UnknownNameError, check_positive_int, checked_call
+from ..core.portable import (Fields, ev, fmt_fixed, portable, q, q_add, q_ceil, q_div, q_float, q_mul, raise_problem,
+                             share, shared)
+from ..core.units import bytes_text
 from ..core.settings import Settings, settings_class
 from ..core.units import parse_memory
 from ..memory.breakdown import Breakdown
@@ -195,6 +197,47 @@ def most_gpu_layers(m, lw, bufs, cpu_moe, budget):
     return best
 
 
+@portable
+def offload_core(m, p, c, choice, side):
+    """The whole split for the static book and :func:`offload_plan`: a model view, a format view ``p``, a
+    LlamaCppConfig's fields ``c``, ``choice`` = [n_gpu_layers (None: the most that fit), cpu_moe, tokens in
+    context] and ``side`` = {budget, gpu_gb_s, host_gb_s}. Returns the split (:func:`llamacpp_split`) with ``ngl``,
+    ``read`` ([GPU, host] bytes per token, KV included) and ``rate`` ([seconds, tokens/s])."""
+    lw = layer_weights_of(m, p)
+    bufs = llamacpp_buffers(m, c, True)
+    ngl = choice[0]
+    if ngl is None:
+        ngl = most_gpu_layers(m, lw, bufs, choice[1], side["budget"])
+        if ngl < 0:
+            raise_problem(["gpu", side["budget"], "the CUDA context alone fills the card"])
+    split = llamacpp_split(m, lw, bufs, ngl, choice[1])
+    kv = decode_kv_read(m, bufs, split, choice[2])
+    read = [q_add(split["read_gpu"], kv[0]), q_add(split["read_host"], kv[1])]
+    split["ngl"] = ngl
+    split["read"] = read
+    split["rate"] = decode_rate(read[0], read[1], side["gpu_gb_s"], side["host_gb_s"])
+    return split
+
+
+@portable
+def offload_verdict(x, n_layers, gpu_budget, host_budget):
+    """One line on a split: -ngl and what it puts on the GPU, each side's memory against its budget, the roofline."""
+    used = [0, 0]
+    for part in x["gpu"]:
+        used[0] += part[1]
+    for part in x["host"]:
+        used[1] += part[1]
+    where = ("the output layer and " + str(x["layers_on_gpu"]) + " of " + str(n_layers) + " blocks on the GPU"
+             if x["output_on_gpu"] else "every block in host memory")
+    gpu = ("GPU " + bytes_text(used[0], 1) + " of " + bytes_text(gpu_budget, 1) +
+           (" (does not fit)" if used[0] > gpu_budget else ""))
+    host = ("host " + bytes_text(used[1], 1) + " of " + bytes_text(host_budget, 1) +
+            (" (does not fit: pages would be read from disk)" if used[1] > host_budget else ""))
+    return ("-ngl " + str(x["ngl"]) + ": " + where + "; " + gpu + ", " + host + ". Decode roofline: " +
+            fmt_fixed(x["rate"][1], 1) + " tokens/s (" + bytes_text(q_ceil(x["read"][0]), 1) + " read on the GPU, " +
+            bytes_text(q_ceil(x["read"][1]), 1) + " in host memory per token).")
+
+
 @dataclass(frozen=True)
 class OffloadPlan:
     """A model split between a GPU and host memory: ``n_gpu_layers`` (the ``-ngl`` value), ``layers_on_gpu``,
@@ -251,33 +294,77 @@ def offload_plan(model: ModelSpec | str, gpu: GPU | str, weights: str = "q4_k_m"
     m = get_model(model)
     card = get_gpu(gpu)
     c = OffloadConfig.build("offload_plan", config, settings, field="config", also=("model", "gpu", "weights"))
-    view = m.view()
     if c.cpu_moe and not m.n_experts:
         raise InvalidValueError("cpu_moe", True, f"{m.name} has no routed experts")
+    host = get_host(c.host)
+    budget, how = gpu_budget(card)
+    tokens = c.context_tokens or c.llamacpp.n_ctx
+    x = offload_core(m.view(), precision_view(get_precision(weights, field="weights")), Fields(c.llamacpp),
+                     [c.n_gpu_layers, c.cpu_moe, tokens],
+                     {"budget": budget, "gpu_gb_s": card.bandwidth_gb_s, "host_gb_s": float(host.bandwidth_gb_s)})
+    title = f"{m.name} {weights} on {card.key} + {host.key}, -ngl {x['ngl']}"
+    return OffloadPlan(
+        n_gpu_layers=x["ngl"], n_layers=m.n_layers, layers_on_gpu=x["layers_on_gpu"], output_on_gpu=x["output_on_gpu"],
+        gpu=Breakdown(dict(x["gpu"]), title=title + ": GPU"),
+        host=Breakdown({k: v for k, v in x["host"] if v or k == "model buffer"}, title=title + ": host"),
+        gpu_budget=budget, host_budget=c.host_ram - c.host_reserved, read_gpu=int(x["read"][0]),
+        read_host=int(x["read"][1]), gpu_gb_s=float(card.bandwidth_gb_s), host_gb_s=float(host.bandwidth_gb_s),
+        seconds_per_token=float(x["rate"][0]), tokens_per_s=x["rate"][1], notes=_notes(m, card, c, how, tokens))
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """A model on one memory, with no GPU of its own: an Apple silicon Mac (unified memory, Metal's working-set
+    limit) or a CPU (host RAM less ``host_reserved``). ``memory`` (a Breakdown of llama.cpp's buffers), ``budget``,
+    ``fits``, the decode roofline (``read`` bytes per token at ``gb_s``) and notes."""
+
+    device: str
+    memory: Breakdown
+    budget: int
+    read: int
+    gb_s: float
+    tokens_per_s: float
+    notes: tuple[str, ...]
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.total <= self.budget
+
+
+@checked_call
+def device_plan(model: ModelSpec | str, device: str, weights: str = "q4_k_m", config: OffloadConfig | None = None,
+                **settings) -> DevicePlan:
+    """``model`` in ``weights`` on one memory as llama.cpp runs it there: ``device`` a Mac of
+    ``vramlib.catalog.hosts.MACS`` (every layer on the Metal device; budget: ``recommendedMaxWorkingSetSize``,
+    METAL_WORKING_SET) or a host memory of ``HOSTS`` (the CPU backend; budget: ``host_ram - host_reserved`` of the
+    ``config``). Decode roofline: every weight a token uses and the context's K and V, read at the memory's
+    bandwidth."""
+    m = get_model(model)
+    c = OffloadConfig.build("device_plan", config, settings, field="config", also=("model", "device", "weights"))
+    if device in MACS:
+        mac = MACS[device]
+        budget, bw, name = mac.working_set_bytes, float(mac.bandwidth_gb_s), mac.name
+        how = f"Metal's default working set ({budget:,} B of {mac.memory_bytes:,} B: METAL_WORKING_SET)"
+    else:
+        if device not in HOSTS:
+            raise UnknownNameError("device", device, list(MACS) + list(HOSTS))
+        host = HOSTS[device]
+        budget, bw, name = c.host_ram - c.host_reserved, float(host.bandwidth_gb_s), host.name
+        how = f"host RAM {c.host_ram:,} B less {c.host_reserved:,} B for the system"
+    view = m.view()
     lw = layer_weights_of(view, precision_view(get_precision(weights, field="weights")))
     bufs = llamacpp_buffers(view, Fields(c.llamacpp), True)
-    budget, how = gpu_budget(card)
-    ngl = c.n_gpu_layers
-    if ngl is None:
-        ngl = most_gpu_layers(view, lw, bufs, c.cpu_moe, budget)
-        if ngl < 0:
-            raise_problem(["gpu", card.key, "the CUDA context alone fills the card"])
-    split = llamacpp_split(view, lw, bufs, ngl, c.cpu_moe)
-    tokens = c.context_tokens or c.llamacpp.n_ctx
-    kv_read = decode_kv_read(view, bufs, split, tokens)
-    read_g, read_h = q_add(split["read_gpu"], kv_read[0]), q_add(split["read_host"], kv_read[1])
-    host = get_host(c.host)
-    t, rate = decode_rate(read_g, read_h, card.bandwidth_gb_s, host.bandwidth_gb_s)
-    title = f"{m.name} {weights} on {card.key} + {host.key}, -ngl {ngl}"
-    return OffloadPlan(
-        n_gpu_layers=ngl, n_layers=m.n_layers, layers_on_gpu=split["layers_on_gpu"],
-        output_on_gpu=split["output_on_gpu"],
-        gpu=Breakdown(dict(split["gpu"]), title=title + ": GPU"),
-        host=Breakdown({k: v for k, v in split["host"] if v or k == "model buffer"}, title=title + ": host"),
-        gpu_budget=budget, host_budget=c.host_ram - c.host_reserved, read_gpu=int(read_g), read_host=int(read_h),
-        gpu_gb_s=float(card.bandwidth_gb_s), host_gb_s=float(host.bandwidth_gb_s), seconds_per_token=float(t),
-        tokens_per_s=rate, notes=_notes(m, card, c, how, tokens))
+    x = llamacpp_split(view, lw, bufs, -1, False)       # every layer on the one device
+    kv = decode_kv_read(view, bufs, x, c.context_tokens or c.llamacpp.n_ctx)
+    read = q_add(x["read_gpu"], kv[0])
+    rate = decode_rate(read, 0, bw, bw)
+    parts = dict(x["gpu"])
+    parts["output buffer"] = bufs[2]
+    return DevicePlan(device=device, memory=Breakdown(parts, title=f"{m.name} {weights} on {name}"), budget=budget,
+                      read=int(read), gb_s=bw, tokens_per_s=rate[1],
+                      notes=(f"budget: {how}", "decode roofline: an upper bound at the memory's announced bandwidth",
+                             "llama.cpp at commit 0c1e57098; weights as a GGUF file stores them"))
 
 
-__all__ = ["DECODE_SECONDS", "OFFLOAD_RUNTIMES", "OffloadConfig", "OffloadPlan", "decode_kv_read", "decode_rate",
-           "llamacpp_split", "most_gpu_layers", "offload_plan"]
+__all__ = ["DECODE_SECONDS", "OFFLOAD_RUNTIMES", "OP_OFFLOAD_MIN_BATCH", "OffloadConfig", "OffloadPlan", "decode_kv_read",
+           "decode_rate", "DevicePlan", "device_plan", "llamacpp_split", "most_gpu_layers", "offload_core", "offload_plan", "offload_verdict"]

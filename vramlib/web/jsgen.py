@@ -199,8 +199,20 @@ def catalogue_json() -> dict[str, Any]:
         "viz": {"PALETTE": to_json(viz.PALETTE),   # COMPONENT_COLOURS as pairs: the first match wins, keep the order
                 "COMPONENT_COLOURS": [[k, i] for k, i in viz.COMPONENT_COLOURS.items()]},
         "recommend": _module_constants("widgets.recommend", ("MAX_GPUS",)),
+        "offload": offload_json(),
         "defaults": {name: function_defaults(name) for name in DEFAULTS_OF},
     }
+
+
+def offload_json() -> dict[str, Any]:
+    """What the offload calculator reads: the host memories (name, bandwidth), llama.cpp's cache types, the -ngl
+    choice that asks for the most layers."""
+    from ..catalog.hosts import HOSTS
+    from ..present.widgets.offload import AUTO
+    from ..serve.llamacpp import KV_TYPES
+
+    return {"HOSTS": {k: {"name": h.name, "bandwidth_gb_s": float(h.bandwidth_gb_s)} for k, h in HOSTS.items()},
+            "KV_TYPES": list(KV_TYPES), "AUTO": AUTO}
 
 
 DEFAULTS_OF = (
@@ -211,7 +223,7 @@ DEFAULTS_OF = (
     "widgets.parallel.balance_stages_compute", "widgets.recommend.recommend_rows", "widgets.design.design_compute",
     "widgets.bookshelf.bookshelf_compute", "widgets.inference.inference_compute", "feasibility.max_tokens",
     "activations.activation_bytes", "training_feasibility._largest_by_secant", "widgets.training.training_compute",
-    "recommend.recommend_gpus",
+    "recommend.recommend_gpus", "offload.OffloadConfig", "llamacpp.LlamaCppConfig",
 )
 """Python functions whose keyword defaults the calculators use: ``VL.data.defaults["<module>.<function>"]``."""
 
