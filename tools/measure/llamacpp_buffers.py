@@ -5,7 +5,9 @@ What is measured
 Tiny synthetic GGUF models are written with ``gguf.GGUFWriter`` (random weights, a minimal SPM
 "llama" tokenizer: ``<unk> <s> </s>``, 256 byte tokens, then plain tokens up to the vocab size):
 Llama MHA and GQA in F32, F16, Q8_0 and Q4_0 (quantized with ``gguf.quants.quantize``), one with a
-32000-token tied embedding, and Gemma-2 (sliding-window attention on every other layer). Each case
+32000-token tied embedding, and Gemma-2 (sliding-window attention on every other layer); models G4 K L M N P
+and their flash-attention contexts (:data:`HELD_OUT`) were added after the compute-buffer rule was written and
+their rows carry ``held_out: true`` (every other row ``false``). Each case
 loads one of them with llama.cpp through the low-level ``llama_cpp`` ctypes API
 (``llama_model_load_from_file`` + ``llama_init_from_model``, ``n_gpu_layers=0``) in its own
 subprocess, and varies n_ctx, n_batch, n_ubatch, flash attention, the K/V cache types, n_seq_max,
@@ -96,6 +98,20 @@ MODELS = {
     "I": dict(arch="llama", n_embd=256, n_head=8, n_head_kv=8, n_layer=4, n_vocab=1000, n_ff=512, wtype="f16", tied=False),
     # head_dim 64, 6 heads, GQA 3:1, n_ff = 8/3 n_embd, vocab 2000
     "J": dict(arch="llama", n_embd=384, n_head=6, n_head_kv=2, n_layer=2, n_vocab=2000, n_ff=1024, wtype="f16", tied=False),
+    # measured after the flash-attention compute-buffer rule was written (held out: their cases are HELD_OUT, below)
+    # G with n_ff = 4 n_embd
+    "G4": dict(arch="gemma2", n_embd=256, n_head=8, n_head_kv=4, n_layer=4, n_vocab=1000, n_ff=1024, wtype="f16",
+               tied=True, n_swa=128),
+    # 5 layers, n_ff = 3 n_embd, GQA 4:1
+    "K": dict(arch="llama", n_embd=256, n_head=8, n_head_kv=2, n_layer=5, n_vocab=1000, n_ff=768, wtype="f16", tied=False),
+    # head_dim 64, n_ff = 3 n_embd, 3 layers (quantized K and/or V: Hadamard rotation)
+    "L": dict(arch="llama", n_embd=512, n_head=8, n_head_kv=2, n_layer=3, n_vocab=1000, n_ff=1536, wtype="f16", tied=False),
+    # head_dim 64, n_ff = 2.69 n_embd, 3 layers
+    "M": dict(arch="llama", n_embd=512, n_head=8, n_head_kv=4, n_layer=3, n_vocab=1000, n_ff=1376, wtype="f16", tied=False),
+    # n_ff = 1.5 n_embd, 3 layers
+    "N": dict(arch="llama", n_embd=256, n_head=8, n_head_kv=4, n_layer=3, n_vocab=1000, n_ff=384, wtype="f16", tied=False),
+    # head_dim 64, MHA, 6 layers, 32000-token tied vocab (the logits peak)
+    "P": dict(arch="llama", n_embd=256, n_head=4, n_head_kv=4, n_layer=6, n_vocab=32000, n_ff=704, wtype="f16", tied=True),
 }
 
 
@@ -199,11 +215,12 @@ def write_gguf(mid: str, m: dict, path: Path, seed: int = 0) -> dict:
 # cases
 # --------------------------------------------------------------------------------------------------
 
-def _case(cid, model, **kw):
+def _case(cid, model, held_out=False, **kw):
+    """One context: ``held_out`` marks a case measured after the rule it tests was written."""
     s = dict(n_ctx=512, n_batch=512, n_ubatch=512, flash_attn=0, type_k="f16", type_v="f16", n_seq_max=1,
              kv_unified=False, swa_full=False, use_mmap=True, use_extra_bufts=True, embeddings=False)
     s.update(kw)
-    return dict(id=cid, model=model, settings=s)
+    return dict(id=cid, model=model, settings=s, held_out=held_out)
 
 
 VARIANTS = {
@@ -214,13 +231,34 @@ VARIANTS = {
     "ctx4096-fa-q8kv": dict(n_ctx=4096, flash_attn=1, type_k="q8_0", type_v="q8_0"),
     "ctx4096-seq4": dict(n_ctx=4096, n_seq_max=4), "ctx4096-seq4-unified": dict(n_ctx=4096, n_seq_max=4, kv_unified=True),
     "ctx4096-swafull": dict(n_ctx=4096, swa_full=True),
+    # flash-attention contexts of the held-out models (G4 K L M N P)
+    "ctx4096-fa-b1024-ub256": dict(n_ctx=4096, flash_attn=1, n_batch=1024, n_ubatch=256),
+    "ctx1000-fa-ub100": dict(n_ctx=1000, flash_attn=1, n_ubatch=100),
+    "ctx4096-fa-q8k-f16v": dict(n_ctx=4096, flash_attn=1, type_k="q8_0", type_v="f16"),
+    "ctx4096-fa-f16k-q8v": dict(n_ctx=4096, flash_attn=1, type_k="f16", type_v="q8_0"),
+    "ctx2048-fa": dict(n_ctx=2048, flash_attn=1),
+    "ctx2048-fa-b1024-ub1024": dict(n_ctx=2048, flash_attn=1, n_batch=1024, n_ubatch=1024),
+    "ctx4096-seq4-fa": dict(n_ctx=4096, n_seq_max=4, flash_attn=1),
+    "ctx4096-fa-b2048-ub2048": dict(n_ctx=4096, flash_attn=1, n_batch=2048, n_ubatch=2048),
 }
 """The settings the models share, by the suffix of their case ids."""
 
 
-def _variants(model: str, *names: str) -> list[dict]:
+def _variants(model: str, *names: str, held_out: bool = False) -> list[dict]:
     """The cases ``<model>-<name>`` of :data:`VARIANTS`, in the order given."""
-    return [_case(f"{model}-{n}", model, **VARIANTS[n]) for n in names]
+    return [_case(f"{model}-{n}", model, held_out=held_out, **VARIANTS[n]) for n in names]
+
+
+HELD_OUT = {
+    "G4": ("ctx4096-fa", "ctx4096-fa-ub128"),
+    "K": ("ctx4096-fa", "ctx4096-fa-b1024-ub256", "ctx1000-fa-ub100"),
+    "L": ("ctx4096-fa", "ctx4096-fa-q8k-f16v", "ctx4096-fa-f16k-q8v", "ctx4096-fa-q8kv"),
+    "M": ("ctx2048-fa-b1024-ub1024", "ctx4096-seq4-fa"),
+    "N": ("ctx4096-fa",),
+    "P": ("ctx2048-fa", "ctx4096-fa-b2048-ub2048"),
+}
+"""Flash-attention contexts measured after the compute-buffer rule was written (``held_out`` rows): the models'
+:data:`VARIANTS`, appended after every other case."""
 
 
 def build_cases() -> list[dict]:
@@ -280,6 +318,8 @@ def build_cases() -> list[dict]:
         c += _variants(M, "base", "nommap", "noextra", "noextra-nommap", "ctx4096-fa")
     c += _variants("G", "base", "noextra-nommap", "ctx4096", "ctx4096-fa", "ctx4096-ub128", "ctx4096-swafull",
                    "ctx4096-seq4", "ctx4096-seq4-unified")
+    for M, names in HELD_OUT.items():
+        c += _variants(M, *names, held_out=True)
     return c
 
 
@@ -586,7 +626,7 @@ def main() -> int:
             log = meas.pop("log", "") + p.stderr
             parsed = parse_log(log)
             model_hp = {k: v for k, v in info.items() if k != "tensors"}
-            row = dict(id=c["id"], model_id=c["model"], model=model_hp, settings=s, exact=meas,
+            row = dict(id=c["id"], model_id=c["model"], held_out=c["held_out"], model=model_hp, settings=s, exact=meas,
                        parsed=parsed, closed_form=closed_forms(info, s, meas), log_lines=relevant_lines(log),
                        tensors=info["tensors"])
             rows.append(row)
