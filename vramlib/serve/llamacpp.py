@@ -5,7 +5,8 @@ backend: the **model buffer** (the GGUF's tensors), the **KV cache** (``llama_kv
 layer), the **compute buffer** (``sched_reserve``: ggml-alloc's high-water mark over the worst-case graph of one
 micro-batch) and the host **output buffer** (logits). The rules, read from the source (``docs/llamacpp-rules.md``
 has the file and line of each) and measured on tiny GGUFs (``tools/measure/llamacpp_buffers.py`` ->
-``vramlib/data/measured/llamacpp_buffers.json``, 110 contexts, exact bytes from ``llama_get_memory_breakdown``; the 14 marked ``held_out`` were measured after the flash-attention rule was written):
+``vramlib/data/measured/llamacpp_buffers.json``, 110 contexts, exact bytes from ``llama_get_memory_breakdown``; the
+14 marked ``held_out`` were measured after the flash-attention rule was written):
 
 * **Context** (``src/llama-context.cpp``): ``n_batch = min(n_ctx, n_batch)`` and ``n_ubatch = min(n_batch,
   n_ubatch)`` on the *requested* n_ctx, then ``n_ctx`` is padded to a multiple of 256; without a unified KV cache

@@ -268,6 +268,18 @@ class OffloadPlan:
     def fits_host(self) -> bool:
         return self.host.total <= self.host_budget
 
+    def decode_terms(self) -> list[dict]:
+        """The roofline's two terms (DECODE_SECONDS, one side at a time): bytes one token reads, the bandwidth, the
+        milliseconds they take; and their sum."""
+        rows = []
+        for name, read, gb_s in (("GPU memory", self.read_gpu, self.gpu_gb_s), ("host memory", self.read_host,
+                                                                               self.host_gb_s)):
+            t = float(decode_rate(read, 0, gb_s, gb_s)[0])
+            rows.append({"read from": name, "GB per token": read / 1e9, "GB/s": gb_s, "ms": t * 1e3})
+        rows.append({"read from": "both", "GB per token": (self.read_gpu + self.read_host) / 1e9, "GB/s": None,
+                     "ms": self.seconds_per_token * 1e3})
+        return rows
+
 
 def _notes(m: ModelSpec, card: GPU, c: OffloadConfig, how: str, tokens: int) -> tuple[str, ...]:
     host = get_host(c.host)
@@ -310,6 +322,15 @@ def offload_plan(model: ModelSpec | str, gpu: GPU | str, weights: str = "q4_k_m"
         gpu_budget=budget, host_budget=c.host_ram - c.host_reserved, read_gpu=int(x["read"][0]),
         read_host=int(x["read"][1]), gpu_gb_s=float(card.bandwidth_gb_s), host_gb_s=float(host.bandwidth_gb_s),
         seconds_per_token=float(x["rate"][0]), tokens_per_s=x["rate"][1], notes=_notes(m, card, c, how, tokens))
+
+
+@checked_call
+def offload_sweep(model: ModelSpec | str, gpu: GPU | str, weights: str = "q4_k_m",
+                  config: OffloadConfig | None = None, **settings) -> list[OffloadPlan]:
+    """:func:`offload_plan` at every ``-ngl`` from 0 (all in host memory) to the layers + 1 (all on the GPU)."""
+    m = get_model(model)
+    c = OffloadConfig.build("offload_sweep", config, settings, field="config", also=("model", "gpu", "weights"))
+    return [offload_plan(m, gpu, weights, c.with_(n_gpu_layers=k)) for k in range(m.n_layers + 2)]
 
 
 @dataclass(frozen=True)
@@ -367,4 +388,4 @@ def device_plan(model: ModelSpec | str, device: str, weights: str = "q4_k_m", co
 
 
 __all__ = ["DECODE_SECONDS", "OFFLOAD_RUNTIMES", "OP_OFFLOAD_MIN_BATCH", "OffloadConfig", "OffloadPlan", "decode_kv_read",
-           "decode_rate", "DevicePlan", "device_plan", "llamacpp_split", "most_gpu_layers", "offload_core", "offload_plan", "offload_verdict"]
+           "decode_rate", "DevicePlan", "device_plan", "llamacpp_split", "most_gpu_layers", "offload_core", "offload_plan", "offload_sweep", "offload_verdict"]
