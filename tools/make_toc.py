@@ -12,7 +12,7 @@ PARTS = [
     ("One card, one node: will it fit?", ["ch01-13b-on-24gb", "ch02-qlora-33b-on-48gb", "ch03-full-finetune-8xa100",
                                           "ch04-train-7b-on-4xv100"]),
     ("Inference and serving", ["ch05-quantized-on-rtx4090", "ch06-cloud-gpu-choice", "ch07-100k-context",
-                               "ch08-vllm-vs-nvidia-smi"]),
+                               "ch08-vllm-vs-nvidia-smi", "ch17-offload-unified-cpu"]),
     ("Planning fine-tuning and training", ["ch09-finetune-gpu-config", "ch10-1b-vs-7b-linearity",
                                            "ch11-pipeline-balance", "ch12-tp-pp-dp-design", "ch13-design-for-memory"]),
     ("Explaining it", ["ch14-bookshelf", "ch15-inference-vs-training"]),

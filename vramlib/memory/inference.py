@@ -110,9 +110,9 @@ def layer_weights_of(m, p):
     """A model view's weights in format ``p`` tensor group by tensor group, as a runtime places them on devices:
     ``[outside, layers]`` with ``outside`` the tensors outside the layers (``[kind, bytes]``: embed, lm_head -- a tied
     table once more, as llama.cpp duplicates it for the output layer --, norm, bias) and ``layers`` one ``[bytes,
-    routed-expert bytes, largest tensor kind's bytes]`` per layer (GGUF mixes with each layer's own types). Their sum is :func:`weights_parts`'
-    total, up to rounding each layer up to whole bytes (plus the duplicated tied table). Refused: nominal-size shapes,
-    per-row scales."""
+    routed-expert bytes, largest tensor kind's bytes]`` per layer (GGUF mixes with each layer's own types). Their
+    sum is ``weights_parts``' total, up to rounding each layer up to whole bytes (plus the duplicated tied table).
+    Refused: nominal-size shapes, per-row scales."""
     s = m["spec"]
     if s["nominal_params"] is not None:
         raise_problem(["model", s["name"], "layer-by-layer weights need the tensors' shapes; " + s["name"] + " has "

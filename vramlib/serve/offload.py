@@ -103,7 +103,8 @@ class OffloadConfig(Settings):
 @portable
 def llamacpp_split(m, lw, bufs, ngl, cpu_moe):
     """Where llama.cpp puts a model view's buffers with ``-ngl ngl`` (-1: all) and ``--cpu-moe``: ``lw`` is
-    :func:`layer_weights_of`'s result, ``bufs`` :func:`llamacpp_buffers`'. llama.cpp counts the output layer as
+    :func:`~vramlib.memory.inference.layer_weights_of`'s result, ``bufs``
+    :func:`~vramlib.serve.llamacpp.llamacpp_buffers`'. llama.cpp counts the output layer as
     one more unit after the blocks and offloads from the end (``i_gpu_start = n_layer + 1 - ngl``): -ngl 1 is the
     output layer alone, -ngl k the output and the last k - 1 blocks. Returns ``{gpu: [[part, bytes]], host: [[part,
     bytes]], layers_on_gpu, output_on_gpu, read_gpu, read_host}``, ``read_*`` being the bytes one decoded token
