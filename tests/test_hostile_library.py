@@ -12,9 +12,16 @@ import dataclasses
 import inspect
 import math
 
+import tempfile
+from pathlib import Path
+
 import pytest
 
 import vramlib as vl
+from test_gguf_file import LLAMA, base_meta, model_tensors, write_gguf
+
+TINY_GGUF = Path(tempfile.mkdtemp(prefix="vramlib-hostile-")) / "tiny-llama.gguf"
+write_gguf(TINY_GGUF, "llama", base_meta(LLAMA), model_tensors(LLAMA), LLAMA["V"])
 
 A100 = "a100-80gb"
 M7 = "llama-2-7b"
@@ -62,6 +69,7 @@ BASE: dict[str, tuple[tuple, dict]] = {
     "offload_plan": ((M7, "rtx-4090", "q4_k_m"), dict(host_ram="64GB", n_gpu_layers=20)),
     "sglang_memory": ((M7, A100, "bf16"), dict(kv_cache_dtype="auto")),
     "device_plan": ((M7, "m4-max-64gb", "q4_k_m"), dict(host_ram="64GB")),
+    "read_gguf": ((str(TINY_GGUF),), {}),
     "sglang_max_tokens": ((M7, A100, "bf16"), dict(kv_cache_dtype="fp8_e4m3")),
     "max_params_model_states": (("80GB",), dict(dp=8, stage=3)),
     "max_seq_for_plan": ((M7, A100), {}),

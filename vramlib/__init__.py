@@ -35,7 +35,7 @@ __all__ = [
     "max_seq_for_plan", "max_seq_for_training", "max_tokens", "max_tokens_tp", "min_gpus", "min_gpus_for_training",
     "model_names", "model_states_bytes", "offload_plan", "optimizer_state_bytes", "parse_hardware", "parse_memory", "plan_memory",
     "plot_fit_map", "precision_names", "prefill_workspace_bytes", "published_rows", "published_stats",
-    "real_setup_bytes", "recommend_gpus", "recommendation_table", "roofline", "scaling_ratio", "search_plans",
+    "read_gguf", "real_setup_bytes", "recommend_gpus", "recommendation_table", "roofline", "scaling_ratio", "search_plans",
     "serving_kv_capacity", "sglang_max_tokens", "sglang_memory", "shelf_layout", "size_ratio", "source_activation_bytes", "source_training_memory",
     "training_memory", "vllm_default_batch", "weights_bytes", "weights_detail", "zero_model_states",
 ]

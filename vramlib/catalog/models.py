@@ -316,6 +316,12 @@ class ModelSpec:
         return self.with_(n_kv_heads=self.n_heads // g)
 
     @staticmethod
+    def from_gguf(path: str | Path) -> "ModelSpec":
+        """A GGUF file's header (llama.cpp's format) as a ModelSpec: its hyperparameters, read with the ``gguf``
+        package; :func:`read_gguf` also gives every tensor's stored type and bytes."""
+        return read_gguf(path).spec
+
+    @staticmethod
     @checked_call
     def from_hf_config(config: str | Path | Mapping[str, Any], name: str | None = None) -> "ModelSpec":
         """Read a transformers ``config.json`` (a path, a model directory or a dict): Llama (and Yi), Mistral,
@@ -612,6 +618,16 @@ def params_of(m):
     for g in param_groups_of(m):
         n += g[1]
     return n
+
+
+@checked_call
+def read_gguf(path: str | Path):
+    """A GGUF file (llama.cpp's format) read with the ``gguf`` package: a
+    :class:`~vramlib.catalog.gguf_file.GGUFModel` -- its ModelSpec, every tensor's stored ggml type and bytes, the
+    per-layer sums and the notes of the parameter check (``vramlib.catalog.gguf_file``). Chapter 17."""
+    from .gguf_file import read_gguf_as
+
+    return read_gguf_as(path, ModelSpec)
 
 
 def _from_hf_config(config: str | Path | Mapping[str, Any], name: str | None) -> ModelSpec:

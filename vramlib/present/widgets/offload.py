@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from ...catalog.hardware import GPUS, get_gpu
 from ...catalog.hosts import HOSTS
-from ...catalog.models import get_model, model_names
+from ...catalog.models import ModelSpec, get_model, model_names
 from ...catalog.precision import GGUF_MIXES
+from ...core.errors import check_positive_int
 from ...serve.llamacpp import KV_TYPES, LlamaCppConfig
 from ...serve.offload import offload_plan, offload_verdict
 from .base import Computed, bounded_int, panel
+from .inference import inference_linked, panel_model
 
 AUTO = "auto"
 """The -ngl choice that asks for the most layers that fit."""
@@ -22,13 +24,14 @@ AUTO = "auto"
 
 def offload_compute(model, n_heads: int, n_kv_heads: int, weights: str, gpu: str, host: str, host_ram: str,
                     n_ctx: int, n_gpu_layers, cpu_moe: bool = False, flash_attn: bool = True,
-                    type_k: str = "f16") -> Computed:
-    """One update of the offload panel: (the GPU's Breakdown, its budget, the verdict line)."""
-    m = get_model(model).as_heads(n_heads, n_kv_heads)
+                    type_k: str = "f16", own_model: ModelSpec | None = None) -> Computed:
+    """One update of the offload panel: (the GPU's Breakdown, its budget, the verdict line). ``model``: the model
+    control's key, or ``own_model``'s name (``inference.panel_model``)."""
+    m = panel_model(model, own_model).as_heads(n_heads, n_kv_heads)
     card = get_gpu(gpu)
     ctx = LlamaCppConfig(n_ctx=n_ctx, flash_attn=flash_attn, type_k=type_k, type_v=type_k if flash_attn else "f16")
-    p = offload_plan(m, card, weights, host=host, host_ram=host_ram, cpu_moe=cpu_moe, llamacpp=ctx,
-                     n_gpu_layers=None if n_gpu_layers == AUTO else n_gpu_layers)
+    ngl = None if n_gpu_layers == AUTO else check_positive_int("n_gpu_layers", n_gpu_layers, allow_zero=True)
+    p = offload_plan(m, card, weights, host=host, host_ram=host_ram, cpu_moe=cpu_moe, llamacpp=ctx, n_gpu_layers=ngl)
     x = {"gpu": list(p.gpu.items()), "host": list(p.host.items()), "layers_on_gpu": p.layers_on_gpu,
          "output_on_gpu": p.output_on_gpu, "ngl": p.n_gpu_layers, "read": [p.read_gpu, p.read_host],
          "rate": [p.seconds_per_token, p.tokens_per_s]}
@@ -60,4 +63,4 @@ def offload_panel(model, gpu: str = "rtx-4090", weights: str = "q4_k_m", host: s
         "type_k": w.Dropdown(options=list(KV_TYPES), value="f16", description="KV cache type (-ctk/-ctv)",
                              style=style),
     }
-    return panel(offload_compute, controls, fixed={"model": m.name})
+    return panel(offload_compute, controls, fixed={"own_model": m}, linked=inference_linked)

@@ -17,7 +17,7 @@
   }
 
   VL.register("offload", function (a) {
-    var m = VL.withHeads(VL.model(a.model), a.n_heads, a.n_kv_heads);
+    var m = VL.withHeads(VL.panelModel(a.model, a.own_model), a.n_heads, a.n_kv_heads);
     var card = VL.getGpu(a.gpu);
     var host = K.HOSTS[VL.checkChoice("host", a.host, Object.keys(K.HOSTS))];
     var ram = VL.parseMemory(a.host_ram, "host_ram");
@@ -30,5 +30,5 @@
       { budget: budget, gpu_gb_s: card.bandwidth_gb_s, host_gb_s: host.bandwidth_gb_s });
     return [new VL.Breakdown(x.gpu, m.name + " " + a.weights + " on " + card.key + " + " + a.host + ", -ngl " + x.ngl +
       ": GPU"), budget, PY.offload_verdict(x, m.spec.n_layers, budget, ram - reserved)];
-  });
+  }, { linked: VL.calcs.inference.linked });   /* a new model brings its own heads, as in the inference panel */
 })();
