@@ -279,3 +279,15 @@ def test_llamacpp_is_the_librarys(capsys):
     rc, _, err = run(["llamacpp", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--type-v", "q8_0",
                       "--no-flash-attn"], capsys)
     assert rc == 2 and "type_v" in err and len(err.strip().splitlines()) == 1
+
+
+def test_offload_is_the_librarys(capsys):
+    rc, out, _ = run(["offload", "--model", "llama-3.1-70b", "--gpu", "rtx-4090", "--ram", "64GB", "--json"], capsys)
+    data = json.loads(out)
+    p = vl.offload_plan("llama-3.1-70b", "rtx-4090", "q4_k_m", host_ram="64GB")
+    assert rc == 0 and data["n_gpu_layers"] == p.n_gpu_layers and data["tokens_per_s"] == p.tokens_per_s
+    assert data["gpu"] == dict(p.gpu) and data["host_buffers"] == dict(p.host)
+    rc, out, _ = run(["offload", "--model", "llama-3.1-70b", "--gpu", "rtx-4090", "--ram", "16GB"], capsys)
+    assert rc == 1 and "Does not fit: host memory" in out
+    rc, _, err = run(["offload", "--model", "llama-3.1-70b", "--gpu", "rtx-4090", "--host", "ddr5"], capsys)
+    assert rc == 2 and err.count("\n") == 1 and "ddr5-5600-2ch" in err

@@ -91,7 +91,11 @@ class OffloadConfig(Settings):
         if self.host_reserved >= self.host_ram:
             raise InvalidValueError("host_reserved", self.host_reserved, "must be below host_ram")
         if self.n_gpu_layers is not None and self.n_gpu_layers != -1:
-            check_positive_int("n_gpu_layers", self.n_gpu_layers, allow_zero=True)
+            try:
+                check_positive_int("n_gpu_layers", self.n_gpu_layers, allow_zero=True)
+            except InvalidValueError:
+                raise InvalidValueError("n_gpu_layers", self.n_gpu_layers, "give -ngl as llama.cpp takes it: 0 .. "
+                                        "the layers + 1, -1 (all) or None (the most that fit)") from None
         if not isinstance(self.cpu_moe, bool):
             raise InvalidValueError("cpu_moe", self.cpu_moe, "must be True or False")
         if self.context_tokens is not None:

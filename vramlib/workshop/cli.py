@@ -7,6 +7,7 @@ and the workshop's feasibility reports.
     vramlib max-context --model llama-3.1-8b --gpu 2x80GB
     vramlib plan --model llama-2-70b --gpu 8xa100-80gb
     vramlib llamacpp --model llama-3.1-8b --gpu rtx-4090 --weights q4_k_m --n-ctx 32768
+    vramlib offload --model llama-3.1-70b --gpu rtx-4090 --host ddr5-5600-2ch --ram 64GB
     vramlib report --gpu rtx-4090 --model llama-3.1-8b --model mistral-7b --out me.html
     vramlib report --participants people.csv --out-dir reports/
     vramlib models | vramlib gpus | vramlib exercises list
@@ -295,6 +296,47 @@ def cmd_llamacpp(args) -> int:
     lines += [f"Note: {n}" for n in bd.notes]
     _emit("\n".join(lines))
     return EXIT_FITS if ok else EXIT_DOES_NOT_FIT
+
+
+def cmd_offload(args) -> int:
+    """A model split between a GPU and host memory as llama.cpp splits it (-ngl), and the decode roofline."""
+    from ..catalog.hardware import get_gpu
+    from ..serve.llamacpp import LlamaCppConfig
+    from ..serve.offload import offload_plan
+    from .report import breakdown_text
+
+    m, card = _model(args), get_gpu(args.gpu)
+    ctx = LlamaCppConfig(n_ctx=args.n_ctx, flash_attn=not args.no_flash_attn, type_k=args.type_k,
+                         type_v=args.type_v)
+    p = offload_plan(m, card, args.weights, host=args.host, host_ram=args.ram, n_gpu_layers=args.n_gpu_layers,
+                     cpu_moe=args.cpu_moe, llamacpp=ctx)
+    ok = p.fits_gpu and p.fits_host
+    if args.json:
+        _emit(json.dumps({"model": m.name, "gpu": card.key, "weights": args.weights, "host": args.host,
+                          "n_gpu_layers": p.n_gpu_layers, "layers_on_gpu": p.layers_on_gpu,
+                          "output_on_gpu": p.output_on_gpu, "gpu": dict(p.gpu), "host_buffers": dict(p.host),
+                          "gpu_budget_bytes": p.gpu_budget, "host_budget_bytes": p.host_budget, "fits": ok,
+                          "read_gpu_bytes": p.read_gpu, "read_host_bytes": p.read_host,
+                          "tokens_per_s": p.tokens_per_s, "notes": list(p.notes)}, indent=2))
+        return EXIT_FITS if ok else EXIT_DOES_NOT_FIT
+    lines = [f"{m.name} {args.weights} on {card.key} + {args.host} ({args.ram}): -ngl {p.n_gpu_layers}, "
+             f"{p.layers_on_gpu} of {m.n_layers} blocks" + (" and the output layer" if p.output_on_gpu else "") +
+             " on the GPU", "", "GPU:", breakdown_text(p.gpu), f"  budget {p.gpu_budget:,} bytes", "",
+             "Host:", breakdown_text(p.host), f"  budget {p.host_budget:,} bytes", ""]
+    for t in p.decode_terms():
+        lines.append(f"Decode, {t['read from']}: {t['GB per token']:.2f} GB per token"
+                     + (f" at {t['GB/s']:g} GB/s" if t["GB/s"] else "") + f" = {t['ms']:.1f} ms")
+    lines += [f"At most {p.tokens_per_s:.1f} tokens/s (a bandwidth roofline). " +
+              ("Fits." if ok else "Does not fit: " + ("GPU" if not p.fits_gpu else "host memory") + ".")]
+    lines += [f"Note: {n}" for n in p.notes]
+    _emit("\n".join(lines))
+    return EXIT_FITS if ok else EXIT_DOES_NOT_FIT
+
+
+def _hosts() -> list[str]:
+    from ..catalog.hosts import HOSTS
+
+    return list(HOSTS)
 
 
 def cmd_plan(args) -> int:
@@ -618,6 +660,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--parallel", type=_POSITIVE, default=1, help="-np: parallel sequences (default 1)")
     p.add_argument("--json", action="store_true", help="print JSON (bytes as integers)")
     p.set_defaults(func=cmd_llamacpp)
+
+    p = sub.add_parser("offload", help="a model split between the GPU and host memory (llama.cpp -ngl), decode speed",
+                       description="Where llama.cpp puts each layer with -ngl (the most that fit by default), the "
+                                   "memory on each side and a bandwidth roofline of decode tokens/s "
+                                   "(vl.offload_plan, chapter 17).")
+    _model_args(p)
+    p.add_argument("--gpu", required=True, help="a catalogue GPU (see 'vramlib gpus')")
+    p.add_argument("--weights", default="q4_k_m", help="the GGUF file's format (default q4_k_m)")
+    p.add_argument("--host", default="ddr5-5600-2ch", help="host memory: " + ", ".join(_hosts()))
+    p.add_argument("--ram", default="64GB", help="installed RAM (default 64GB)")
+    p.add_argument("--n-gpu-layers", type=int, default=None, help="-ngl (default: the most that fit; -1: all)")
+    p.add_argument("--cpu-moe", action="store_true", help="--cpu-moe: routed experts in host memory")
+    p.add_argument("--n-ctx", type=_POSITIVE, default=8192, help="-c: context (default 8192)")
+    p.add_argument("--no-flash-attn", action="store_true", help="-fa off")
+    p.add_argument("--type-k", default="f16", help="-ctk: K cache type")
+    p.add_argument("--type-v", default="f16", help="-ctv: V cache type")
+    p.add_argument("--json", action="store_true", help="print JSON (bytes as integers)")
+    p.set_defaults(func=cmd_offload)
 
     p = sub.add_parser("plan", help="search parallel plans (TP x PP x DP x ZeRO) for full training",
                        description="Enumerate the ways to split a full training run over the GPUs (tensor, pipeline "
