@@ -115,3 +115,28 @@ def test_bad_input_is_one_line(kw, field):
     with pytest.raises(vl.VramlibError) as e:
         offload_plan("llama-3.1-8b", "rtx-4090", "q4_k_m", **kw)
     assert "\n" not in str(e.value) and str(e.value).startswith(field)
+
+
+def test_transformers_device_map_auto_places_as_accelerate_and_streams_over_pcie():
+    """accelerate on one GPU: 90% of the free memory less the largest layer, the modules in order until one does
+    not fit; every offloaded weight crosses PCIe (x16 of the card's generation) on every token."""
+    p = offload_plan("llama-3.1-70b", "rtx-4090", "awq-4bit-g128", runtime="transformers", host_ram="128GB")
+    m, (outside, layers) = _lw("llama-3.1-70b", "awq-4bit-g128")
+    room = int(gpu_budget("rtx-4090")[0] * Fraction(9, 10)) - max(x[0] for x in layers)
+    used, on = dict(outside)["embed"], 0
+    while on < 80 and used + layers[on][0] <= room:
+        used += layers[on][0]
+        on += 1
+    assert p.layers_on_gpu == on and 0 < on < 80 and not p.output_on_gpu
+    streamed = sum(x[0] for x in layers[on:]) + dict(outside)["lm_head"] + dict(outside)["norm"]
+    assert p.read_host == streamed == dict(p.host)["offloaded weights"]
+    assert p.host_gb_s == float(host_link_gb_s("rtx-4090")) and p.decode_terms()[1]["read from"].startswith("PCIe")
+    # device_map reserves no room for the cache: at 8K tokens this split does not fit the card
+    assert not p.fits_gpu and dict(p.gpu)["kv cache (DynamicCache)"] == vl.kv_cache_bytes(m, 8192, dtype="bf16")
+    nf4 = offload_plan("llama-3.1-70b", "rtx-4090", "nf4", runtime="transformers", host_ram="128GB")
+    assert nf4.layers_on_gpu < p.layers_on_gpu      # bitsandbytes' quantizer keeps 90% of the 90%
+    # llama.cpp's CPU layers read host memory at DRAM speed; device_map's cross PCIe: the same model is slower here
+    assert p.tokens_per_s < offload_plan("llama-3.1-70b", "rtx-4090", "q4_k_m", host_ram="128GB").tokens_per_s
+    for kw in (dict(weights="q4_k_m"), dict(n_gpu_layers=10)):
+        with pytest.raises(vl.VramlibError):
+            offload_plan("llama-3.1-70b", "rtx-4090", **{"weights": "bf16", **kw}, runtime="transformers")

@@ -1,8 +1,10 @@
-"""Reading a reader's own GGUF file (llama.cpp's format): its header as a :class:`ModelSpec` and every tensor's stored
-ggml type and bytes, so the file is priced tensor by tensor rather than by a format's average bits.
+"""Reading a reader's own GGUF file (llama.cpp's format): its header as a
+:class:`~vramlib.catalog.models.ModelSpec` and every tensor's stored ggml type and bytes, so the file is priced tensor
+by tensor rather than by a format's average bits.
 
-:func:`read_gguf` opens the file with the ``gguf`` package (``gguf.GGUFReader``: the header and the tensor index; the
-weights are memory-mapped, never read) and returns a :class:`GGUFModel`: the ModelSpec of its hyperparameters, each
+:func:`~vramlib.catalog.models.read_gguf` opens the file with the ``gguf`` package (``gguf.GGUFReader``: the header
+and the tensor index; the weights are memory-mapped, never read) and returns a :class:`GGUFModel`: the ModelSpec of
+its hyperparameters, each
 tensor's name, ggml type (``"Q4_K"``), shape (ggml order, ``ne0`` first: ``token_embd`` is ``(hidden, vocab)``),
 elements and the bytes the file stores for it, with per-layer and outside-the-layers sums.
 
@@ -101,7 +103,8 @@ class GGUFTensor:
 
 @dataclass(frozen=True)
 class GGUFModel:
-    """A GGUF file read by :func:`read_gguf`: its ModelSpec, its tensors in file order, what the header says.
+    """A GGUF file read by :func:`~vramlib.catalog.models.read_gguf`: its ModelSpec, its tensors in file order, what
+    the header says.
 
     ``weights_bytes`` is the sum of every tensor's stored bytes (what llama.cpp's model buffer holds, before its
     32-byte padding of each tensor); ``file_params`` the elements of the parameter tensors (all but

@@ -20,7 +20,8 @@ from ..core.units import parse_memory
 from ..core.signatures import arg, keywords_through, signature
 from ..core.settings import Settings, settings_class
 from dataclasses import dataclass
-from ..core.portable import Fields, ev, fmt_fixed, portable, q, q_add, q_ceil, q_cmp, q_div, q_mul, raise_problem, share, shared
+from ..core.portable import (Fields, ev, fmt_fixed, portable, q, q_add, q_ceil, q_cmp, q_div, q_mul, raise_problem,
+                             share, shared)
 
 ATTENTION = ("eager", "sdpa", "flash")
 

@@ -368,6 +368,6 @@ def llamacpp_max_ctx(model: ModelSpec | str, gpu: GPU | str, weights: str = "q4_
     return CTX_PAD * largest_fitting(fits, 1, None, 2**24, field="n_ctx")
 
 
-__all__ = ["COMPUTE_FA", "COMPUTE_LOGITS", "COMPUTE_NO_FA", "CTX_PAD", "FA_FFN", "FA_INPUTS", "GPU_BUFFERS", "KV_TYPES", "LlamaCppConfig",
-           "N_CTX", "N_CTX_SEQ", "N_STREAM", "OUTPUT_BYTES", "SWA_CELLS", "TENSOR_ALIGNMENT", "U_BATCH", "gpu_budget", "gpu_budget_of",
-           "llamacpp_max_ctx", "llamacpp_memory"]
+__all__ = ["COMPUTE_FA", "COMPUTE_LOGITS", "COMPUTE_NO_FA", "CTX_PAD", "FA_FFN", "FA_INPUTS", "gpu_budget",
+           "gpu_budget_of", "GPU_BUFFERS", "KV_TYPES", "llamacpp_max_ctx", "llamacpp_memory", "LlamaCppConfig",
+           "N_CTX", "N_CTX_SEQ", "N_STREAM", "OUTPUT_BYTES", "SWA_CELLS", "TENSOR_ALIGNMENT", "U_BATCH"]

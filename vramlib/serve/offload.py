@@ -6,9 +6,9 @@ commit 0c1e57098):
 
 * **The split** (:func:`llamacpp_split`): llama.cpp counts the output layer (final norm, LM head) as one unit after
   the blocks and offloads from the end (``i_gpu_start = n_layer + 1 - N``): ``-ngl N`` puts the output layer and
-  the last ``N - 1`` blocks on the GPU, each block with its KV cache; the token embeddings stay in host memory. ``--cpu-moe`` keeps every routed expert in host memory and the rest of each
-  layer on the GPU. Each layer is priced with its own tensor types (a GGUF mix upgrades some layers:
-  :func:`vramlib.memory.inference.layer_weights_of`); the context's KV cache and compute buffer follow
+  the last ``N - 1`` blocks on the GPU, each block with its KV cache; the token embeddings stay in host memory.
+  ``--cpu-moe`` keeps every routed expert in host memory and the rest of each layer on the GPU. Each layer is priced
+  with its own tensor types (a GGUF mix upgrades some layers: :func:`vramlib.memory.inference.layer_weights_of`); the context's KV cache and compute buffer follow
   :func:`vramlib.serve.llamacpp.llamacpp_buffers`. The GPU's budget is the card's CUDA total less the CUDA context
   (:func:`vramlib.serve.llamacpp.gpu_budget`); the host's is the RAM less what the system keeps (``host_reserved``).
 * **Decode speed** (:data:`DECODE_SECONDS`): one token reads every weight it uses once, and each layer's K and V of
@@ -21,8 +21,10 @@ commit 0c1e57098):
   for the largest host weight the scheduler copies over for a prompt batch (a whole ``*_exps`` tensor under
   ``--cpu-moe``); the host's (pinned ``CUDA_Host``) is the same rule when blocks run there.
 
-Not modelled, named in the result: prompt processing speed. ``n_gpu_layers`` of a shape beyond what llama.cpp's buffers cover
-(MLA, Mamba, MoE compute graphs) is refused by :func:`vramlib.serve.llamacpp.llamacpp_kinds`.
+Not modelled, named in the result: prompt processing speed. A shape beyond what llama.cpp's buffers cover (MLA,
+Mamba) is refused by :func:`vramlib.serve.llamacpp.llamacpp_kinds`; routed-expert layers' compute buffer is an
+estimate, and says so. transformers' ``device_map="auto"`` (``runtime="transformers"``): accelerate's placement and
+a roofline whose second term is PCIe, not host memory.
 
 Used in: chapter 17, the ``vramlib offload`` command and the offload calculator.
 """
@@ -59,8 +61,16 @@ micro-batch, so with -ub >= 32 the GPU's compute buffer holds room for the large
 
 share(DECODE_SECONDS=DECODE_SECONDS, OP_OFFLOAD_MIN_BATCH=OP_OFFLOAD_MIN_BATCH)
 
-OFFLOAD_RUNTIMES = ("llama.cpp",)
-"""Runtimes whose split is modelled (``transformers``' device_map and Ollama's estimate: not yet)."""
+OFFLOAD_RUNTIMES = ("llama.cpp", "transformers")
+"""Runtimes whose split is modelled: llama.cpp's ``-ngl``, and transformers' ``device_map="auto"`` (accelerate's
+placement; offloaded layers run on the GPU with their weights copied over PCIe every forward). Ollama's own
+estimate: not yet."""
+
+ACCELERATE_SHARE = sp.Rational(9, 10)
+"""accelerate's ``get_balanced_memory`` on one GPU keeps 90% of the free memory for the model ("10% for the buffer to
+avoid OOM", accelerate v1.14.0 utils/modeling.py); bitsandbytes, quanto and bitnet quantizers take 90% of that."""
+QUANTIZER_SHARE_FORMATS = ("nf4", "nf4-dq", "llm-int8")
+"""Formats loaded through a quantizer that shrinks max_memory by another 10% (transformers' quantizer_bnb_*)."""
 
 
 @settings_class
@@ -90,6 +100,9 @@ class OffloadConfig(Settings):
             object.__setattr__(self, name, parse_memory(getattr(self, name), field=name))
         if self.host_reserved >= self.host_ram:
             raise InvalidValueError("host_reserved", self.host_reserved, "must be below host_ram")
+        if self.runtime == "transformers" and self.n_gpu_layers is not None:
+            raise InvalidValueError("n_gpu_layers", self.n_gpu_layers, "transformers places layers with "
+                                    "device_map='auto' here; an explicit device_map is not modelled (give None)")
         if self.n_gpu_layers is not None and self.n_gpu_layers != -1:
             try:
                 check_positive_int("n_gpu_layers", self.n_gpu_layers, allow_zero=True)
@@ -264,6 +277,9 @@ class OffloadPlan:
     seconds_per_token: float
     tokens_per_s: float
     notes: tuple[str, ...]
+    host_read_over: str = "host memory"
+    """What the host side's bytes cross at ``host_gb_s``: host memory (llama.cpp's CPU layers) or PCIe (transformers'
+    offloaded layers, copied to the GPU)."""
 
     @property
     def fits_gpu(self) -> bool:
@@ -277,7 +293,7 @@ class OffloadPlan:
         """The roofline's two terms (DECODE_SECONDS, one side at a time): bytes one token reads, the bandwidth, the
         milliseconds they take; and their sum."""
         rows = []
-        for name, read, gb_s in (("GPU memory", self.read_gpu, self.gpu_gb_s), ("host memory", self.read_host,
+        for name, read, gb_s in (("GPU memory", self.read_gpu, self.gpu_gb_s), (self.host_read_over, self.read_host,
                                                                                self.host_gb_s)):
             t = float(decode_rate(read, 0, gb_s, gb_s)[0])
             rows.append({"read from": name, "GB per token": read / 1e9, "GB/s": gb_s, "ms": t * 1e3})
@@ -313,6 +329,8 @@ def offload_plan(model: ModelSpec | str, gpu: GPU | str, weights: str = "q4_k_m"
     c = OffloadConfig.build("offload_plan", config, settings, field="config", also=("model", "gpu", "weights"))
     if c.cpu_moe and not m.n_experts:
         raise InvalidValueError("cpu_moe", True, f"{m.name} has no routed experts")
+    if c.runtime == "transformers":
+        return _transformers_plan(m, card, weights, c)
     host = get_host(c.host)
     budget, how = gpu_budget(card)
     tokens = c.context_tokens or c.llamacpp.n_ctx
@@ -327,6 +345,66 @@ def offload_plan(model: ModelSpec | str, gpu: GPU | str, weights: str = "q4_k_m"
         gpu_budget=budget, host_budget=c.host_ram - c.host_reserved, read_gpu=int(x["read"][0]),
         read_host=int(x["read"][1]), gpu_gb_s=float(card.bandwidth_gb_s), host_gb_s=float(host.bandwidth_gb_s),
         seconds_per_token=float(x["rate"][0]), tokens_per_s=x["rate"][1], notes=_notes(m, card, c, how, tokens))
+
+
+def _accelerate_split(lw: list, budget: int) -> tuple[int, bool, int]:
+    """accelerate's ``infer_auto_device_map`` on one GPU: the modules in order (embeddings, the layers, the final norm
+    with the LM head) while they fit ``budget`` less the largest layer (kept free for it), the rest on the CPU.
+    Returns (layers on the GPU, whether the output went too, the largest layer's bytes)."""
+    largest = max(x[0] for x in lw[1])
+    room = budget - largest
+    used = dict(lw[0]).get("embed", 0)
+    if used > room:
+        return 0, False, largest
+    on = 0
+    for x in lw[1]:
+        if used + x[0] > room:
+            return on, False, largest
+        used += x[0]
+        on += 1
+    out = sum(b for k, b in lw[0] if k != "embed")
+    return on, used + out <= room, largest
+
+
+def _transformers_plan(m: ModelSpec, card: GPU, weights: str, c: OffloadConfig) -> OffloadPlan:
+    """``device_map="auto"`` on one GPU (module doc of OFFLOAD_RUNTIMES): accelerate's placement; at decode every
+    weight is read on the GPU and the offloaded ones also cross PCIe first; the KV cache of every layer lives on the
+    GPU (the offloaded layers execute there), with one offloaded layer's weights at a time."""
+    from ..catalog.hosts import host_link_gb_s
+    from ..memory.inference import kv_cache_bytes
+
+    p = get_precision(weights, field="weights")
+    if p.gguf is not None:
+        raise InvalidValueError("weights", weights, "a GGUF mix is llama.cpp's format; transformers loads fp16/bf16, "
+                                "GPTQ/AWQ, bitsandbytes or FP8 checkpoints")
+    lw = layer_weights_of(m.view(), precision_view(p))
+    free = gpu_budget(card)[0]
+    share_ = ACCELERATE_SHARE * (ACCELERATE_SHARE if p.name in QUANTIZER_SHARE_FORMATS else 1)
+    on, out_gpu, largest = _accelerate_split(lw, int(free * share_))
+    layer_w = [x[0] for x in lw[1]]
+    outside = dict(lw[0])
+    head = sum(b for k, b in lw[0] if k != "embed")
+    resident = outside.get("embed", 0) * (1 if on or out_gpu else 0) + sum(layer_w[:on]) + (head if out_gpu else 0)
+    streamed = sum(layer_w[on:]) + (0 if out_gpu else head) + (0 if on or out_gpu else outside.get("embed", 0))
+    tokens = c.context_tokens or c.llamacpp.n_ctx
+    kv = kv_cache_bytes(m, tokens, dtype="bf16" if p.name != "fp16" else "fp16")
+    link = float(host_link_gb_s(card.key))
+    read_g = resident + streamed + kv - (outside.get("embed", 0) if on or out_gpu else 0)
+    t, rate = decode_rate(read_g, streamed, float(card.bandwidth_gb_s), link)
+    gpu = Breakdown({"weights (resident)": resident, "kv cache (DynamicCache)": kv,
+                     "offloaded layer in flight": largest if streamed else 0},
+                    title=f"{m.name} {weights} on {card.key}, device_map='auto': GPU")
+    host = Breakdown({"offloaded weights": streamed}, title=f"{m.name} {weights}, device_map='auto': host")
+    notes = (f"transformers + accelerate v1.14.0, device_map='auto': {on} of {m.n_layers} layers on the GPU "
+             f"(90% of the free memory, less the largest layer), the rest copied over PCIe ({link:.1f} GB/s) on every "
+             "forward (AlignDevicesHook)",
+             "decode roofline: every weight read on the GPU, the offloaded ones first sent over PCIe, the KV cache "
+             "of every layer on the GPU; activations and the copy's pageable-memory overhead not modelled")
+    return OffloadPlan(n_gpu_layers=on, n_layers=m.n_layers, layers_on_gpu=on, output_on_gpu=out_gpu, gpu=gpu,
+                       host=host, gpu_budget=free, host_budget=c.host_ram - c.host_reserved, read_gpu=read_g,
+                       read_host=streamed, gpu_gb_s=float(card.bandwidth_gb_s), host_gb_s=link,
+                       seconds_per_token=float(t), tokens_per_s=rate, notes=notes,
+                       host_read_over="PCIe, host to GPU")
 
 
 @checked_call
@@ -392,5 +470,6 @@ def device_plan(model: ModelSpec | str, device: str, weights: str = "q4_k_m", co
                              "llama.cpp at commit 0c1e57098; weights as a GGUF file stores them"))
 
 
-__all__ = ["DECODE_SECONDS", "OFFLOAD_RUNTIMES", "OP_OFFLOAD_MIN_BATCH", "OffloadConfig", "OffloadPlan", "decode_kv_read",
-           "decode_rate", "DevicePlan", "device_plan", "llamacpp_split", "most_gpu_layers", "offload_core", "offload_plan", "offload_sweep", "offload_verdict"]
+__all__ = ["ACCELERATE_SHARE", "decode_kv_read", "decode_rate", "DECODE_SECONDS", "device_plan", "DevicePlan",
+           "llamacpp_split", "most_gpu_layers", "offload_core", "offload_plan", "OFFLOAD_RUNTIMES", "offload_sweep",
+           "offload_verdict", "OffloadConfig", "OffloadPlan", "OP_OFFLOAD_MIN_BATCH", "QUANTIZER_SHARE_FORMATS"]
