@@ -23,6 +23,7 @@ from ..memory.inference import DEFAULT_RESERVE
 from ..serve.llamacpp import LlamaCppConfig, llamacpp_max_ctx
 from ..serve.offload import OffloadConfig, offload_plan
 from ..serve.serving import ServingConfig, serving_kv_capacity
+from ..serve.sglang import SGLangConfig, sglang_max_tokens
 from ..solve.feasibility import max_tokens
 
 _ACCOUNTING = {"kv_dtype": "fp16", "batch": 1, "reserve": parse_memory(DEFAULT_RESERVE), "attention": None,
@@ -49,6 +50,8 @@ RUNTIMES: dict[tuple[str, str], tuple[dict[str, Any], Callable[[dict], Any]]] = 
     ("vllm serve", "kv tokens"):
         (_defaults(ServingConfig), lambda f: serving_kv_capacity(f["model"], f["gpu"], weights=f["weights"],
                                                                  **f["settings"]).kv_tokens),
+    ("sglang", "kv tokens"):
+        (_defaults(SGLangConfig), lambda f: sglang_max_tokens(f["model"], f["gpu"], f["weights"], **f["settings"])),
     ("llama.cpp", "longest context"):
         (_defaults(LlamaCppConfig), lambda f: llamacpp_max_ctx(f["model"], f["gpu"], f["weights"], **f["settings"])),
     ("llama.cpp offload", "n_gpu_layers"):
@@ -58,6 +61,7 @@ RUNTIMES: dict[tuple[str, str], tuple[dict[str, Any], Callable[[dict], Any]]] = 
 }
 """(runtime, quantity) -> (its settings' defaults, the function that answers): vramlib's weights + KV (+ prefill)
 accounting (:func:`vramlib.solve.feasibility.max_tokens`), ``vllm serve``'s KV cache (``serving_kv_capacity``),
+SGLang's token pool (``sglang_max_tokens``),
 llama.cpp's longest context with every layer on the GPU (``llamacpp_max_ctx``) and its partial offload
 (``offload_plan``)."""
 
