@@ -133,24 +133,24 @@ MACS: dict[str, Mac] = {m.key: m for m in (
 """Apple silicon at common memory sizes (the top bandwidth of each chip: binned M3 Max parts have 300 GB/s)."""
 
 
-def get_host(name: str | HostMemory) -> HostMemory:
-    """A host memory configuration by key (close matches on a miss)."""
-    if isinstance(name, HostMemory):
+def _lookup(field: str, name, table: dict, cls):
+    """An entry of ``table`` by key (an entry of ``cls`` passes through; close matches on a miss)."""
+    if isinstance(name, cls):
         return name
     key = str(name).strip().lower()
-    if key not in HOSTS:
-        raise UnknownNameError("host", name, HOSTS)
-    return HOSTS[key]
+    if key not in table:
+        raise UnknownNameError(field, name, table)
+    return table[key]
+
+
+def get_host(name: str | HostMemory) -> HostMemory:
+    """A host memory configuration by key (close matches on a miss)."""
+    return _lookup("host", name, HOSTS, HostMemory)
 
 
 def get_mac(name: str | Mac) -> Mac:
     """An Apple silicon entry by key (close matches on a miss)."""
-    if isinstance(name, Mac):
-        return name
-    key = str(name).strip().lower()
-    if key not in MACS:
-        raise UnknownNameError("mac", name, MACS)
-    return MACS[key]
+    return _lookup("mac", name, MACS, Mac)
 
 
 share(DRAM_GB_S=DRAM_GB_S, PCIE_GB_S=PCIE_GB_S, METAL_WORKING_SET=METAL_WORKING_SET)

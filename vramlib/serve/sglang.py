@@ -379,14 +379,18 @@ def sglang_memory(model: ModelSpec | str, gpu: GPU | str, weights: str = "bf16",
                            f"{p['max_total_num_tokens']:,} tokens", notes=_notes(card, c, p))
 
 
+def _pool_of(where: str, model, gpu, weights: str, config, settings: dict) -> dict:
+    """:func:`_pool` for a public call ``where`` (its settings object built from ``config`` and the keywords)."""
+    c = SGLangConfig.build(where, config, settings, field="config", also=("model", "gpu", "weights", "config"))
+    return _pool(get_model(model), _card(gpu), weights, c)
+
+
 @checked_call
 def sglang_max_tokens(model: ModelSpec | str, gpu: GPU | str, weights: str = "bf16",
                       config: SGLangConfig | None = None, **settings) -> int:
     """SGLang's ``max_total_num_tokens`` for ``model`` on ``gpu``: the KV pool's tokens from the memory budget
     (before any speculative headroom); 0 when no pool fits (SGLang then refuses to start)."""
-    c = SGLangConfig.build("sglang_max_tokens", config, settings, field="config",
-                           also=("model", "gpu", "weights", "config"))
-    return _pool(get_model(model), _card(gpu), weights, c)["max_total_num_tokens"]
+    return _pool_of("sglang_max_tokens", model, gpu, weights, config, settings)["max_total_num_tokens"]
 
 
 @checked_call
@@ -394,9 +398,7 @@ def sglang_max_running_requests(model: ModelSpec | str, gpu: GPU | str, weights:
                                 config: SGLangConfig | None = None, **settings) -> int:
     """SGLang's default ``max_running_requests`` (:data:`MAX_RUNNING_REQUESTS`) for ``model`` on ``gpu``, from
     :func:`sglang_max_tokens` and the context length (``context_length``, else the model's max_context)."""
-    c = SGLangConfig.build("sglang_max_running_requests", config, settings, field="config",
-                           also=("model", "gpu", "weights", "config"))
-    return _pool(get_model(model), _card(gpu), weights, c)["max_running_requests"]
+    return _pool_of("sglang_max_running_requests", model, gpu, weights, config, settings)["max_running_requests"]
 
 
 @checked_call
