@@ -140,3 +140,17 @@ def test_transformers_device_map_auto_places_as_accelerate_and_streams_over_pcie
     for kw in (dict(weights="q4_k_m"), dict(n_gpu_layers=10)):
         with pytest.raises(vl.VramlibError):
             offload_plan("llama-3.1-70b", "rtx-4090", **{"weights": "bf16", **kw}, runtime="transformers")
+
+
+def test_device_max_ctx_is_the_largest_that_fits_and_the_fit_map_reads_it():
+    from vramlib.serve.offload import device_fit_map, device_max_ctx
+
+    n = device_max_ctx("llama-3.1-70b", "m4-max-64gb", "q4_k_m")
+    assert n % 256 == 0 and n > 0
+    fits = vl.device_plan("llama-3.1-70b", "m4-max-64gb", "q4_k_m", llamacpp=LlamaCppConfig(n_ctx=n))
+    over = vl.device_plan("llama-3.1-70b", "m4-max-64gb", "q4_k_m", llamacpp=LlamaCppConfig(n_ctx=n + 256))
+    assert fits.fits and not over.fits
+    assert device_max_ctx("llama-3.1-70b", "m4-pro-48gb", "q4_k_m") == 0       # the weights exceed Metal's share
+    rows = device_fit_map(["llama-3.1-70b", "llama-3.1-8b"], ["m4-max-64gb"], ["q4_k_m"])
+    assert [r["max context"] for r in rows][0] == n
+    assert rows[1]["usable context"] == vl.get_model("llama-3.1-8b").max_context < rows[1]["max context"]

@@ -41,12 +41,12 @@ from ..catalog.precision import get_precision, precision_view
 from ..core.errors import InvalidValueError, UnknownNameError, check_positive_int, checked_call
 from ..core.portable import (Fields, ev, fmt_fixed, portable, q, q_add, q_ceil, q_div, q_float, q_mul, raise_problem,
                              share, shared)
-from ..core.units import bytes_text
 from ..core.settings import Settings, settings_class
-from ..core.units import parse_memory
+from ..core.units import bytes_text, gb, parse_memory
 from ..memory.breakdown import Breakdown
-from ..memory.inference import layer_weights_of
-from .llamacpp import LlamaCppConfig, gpu_budget, llamacpp_buffers
+from ..memory.inference import layer_weights_of, weights_bytes
+from ..solve.feasibility import largest_fitting
+from .llamacpp import CTX_PAD, LlamaCppConfig, gpu_budget, llamacpp_buffers
 
 B_g, B_h, W_g, W_h = sp.symbols("B_g B_h W_g W_h", positive=True)
 
@@ -470,6 +470,44 @@ def device_plan(model: ModelSpec | str, device: str, weights: str = "q4_k_m", co
                              "llama.cpp at commit 0c1e57098; weights as a GGUF file stores them"))
 
 
-__all__ = ["ACCELERATE_SHARE", "decode_kv_read", "decode_rate", "DECODE_SECONDS", "device_plan", "DevicePlan",
-           "llamacpp_split", "most_gpu_layers", "offload_core", "offload_plan", "OFFLOAD_RUNTIMES", "offload_sweep",
-           "offload_verdict", "OffloadConfig", "OffloadPlan", "OP_OFFLOAD_MIN_BATCH", "QUANTIZER_SHARE_FORMATS"]
+@checked_call
+def device_max_ctx(model: ModelSpec | str, device: str, weights: str = "q4_k_m", config: OffloadConfig | None = None,
+                   **settings) -> int:
+    """The longest ``n_ctx`` (a multiple of 256, as llama.cpp pads it) whose buffers fit one memory
+    (:func:`device_plan`: a Mac's Metal working set, or a CPU's RAM less the system's share); 0 if not even 256
+    tokens fit."""
+    m = get_model(model)
+    c = OffloadConfig.build("device_max_ctx", config, settings, field="config", also=("model", "device", "weights"))
+
+    def fits(k: int) -> bool:
+        return device_plan(m, device, weights, c.with_(llamacpp=c.llamacpp.with_(n_ctx=k * CTX_PAD))).fits
+
+    return CTX_PAD * largest_fitting(fits, 1, None, 2**24, field="n_ctx")
+
+
+@checked_call
+def device_fit_map(models: list[str], devices: list[str], precisions: list[str],
+                   config: OffloadConfig | None = None, **settings) -> list[dict]:
+    """:func:`vramlib.serve.serving.fit_map`'s rows for Macs and CPUs (llama.cpp on one memory): per device x model x
+    GGUF format, whether it loads at 256 tokens and the longest context, capped at the model's trained context for
+    ``usable context``. :func:`vramlib.serve.serving.plot_fit_map` draws them."""
+    c = OffloadConfig.build("device_fit_map", config, settings, field="config",
+                            also=("models", "devices", "precisions"))
+    rows = []
+    for d in devices:
+        for model in models:
+            mm = get_model(model)
+            for prec in precisions:
+                ctx = device_max_ctx(mm, d, prec, c)
+                usable = min(ctx, mm.max_context)
+                rows.append({"gpu": d, "n_gpus": 1, "model": mm.name, "precision": prec,
+                             "weights GB": gb(weights_bytes(mm, prec)), "fits": bool(ctx), "max context": ctx,
+                             "usable context": usable, "trained context": mm.max_context,
+                             "verdict": f"fits: {usable:,} tokens" if ctx else "does not fit at 256 tokens"})
+    return rows
+
+
+__all__ = ["ACCELERATE_SHARE", "decode_kv_read", "decode_rate", "DECODE_SECONDS", "device_fit_map", "device_max_ctx",
+           "device_plan", "DevicePlan", "llamacpp_split", "most_gpu_layers", "offload_core", "offload_plan",
+           "OFFLOAD_RUNTIMES", "offload_sweep", "offload_verdict", "OffloadConfig", "OffloadPlan",
+           "OP_OFFLOAD_MIN_BATCH", "QUANTIZER_SHARE_FORMATS"]
