@@ -70,6 +70,7 @@ BASE: dict[str, tuple[tuple, dict]] = {
     "sglang_memory": ((M7, A100, "bf16"), dict(kv_cache_dtype="auto")),
     "device_plan": ((M7, "m4-max-64gb", "q4_k_m"), dict(host_ram="64GB")),
     "read_gguf": ((str(TINY_GGUF),), {}),
+    "ollama_estimate": ((M7, "rtx-4090", "q4_k_m"), dict(num_ctx=4096)),
     "sglang_max_tokens": ((M7, A100, "bf16"), dict(kv_cache_dtype="fp8_e4m3")),
     "max_params_model_states": (("80GB",), dict(dp=8, stage=3)),
     "max_seq_for_plan": ((M7, A100), {}),
@@ -102,6 +103,7 @@ BASE: dict[str, tuple[tuple, dict]] = {
     "ParallelPlan": ((), dict(tp=2, dp=2, zero=1)),
     "OffloadConfig": ((), dict(host_ram="64GB")),
     "SGLangConfig": ((), {}),
+    "OllamaConfig": ((), {}),
 }
 """Functions left out of the argument sweep: no arguments, or plotting/figure helpers whose arguments are
 objects the library itself made (they are swept through the functions that make them)."""
@@ -121,7 +123,7 @@ FREE_TEXT = {"field", "title", "label", "setting", "caption", "lever"}  # argume
 
 SETTINGS = {"search_plans": "PlanSpace", "serving_kv_capacity": "ServingConfig", "roofline": "Efficiency",
             "llamacpp_memory": "LlamaCppConfig", "llamacpp_max_ctx": "LlamaCppConfig",
-            "offload_plan": "OffloadConfig", "device_plan": "OffloadConfig", "sglang_memory": "SGLangConfig", "sglang_max_tokens": "SGLangConfig"}
+            "offload_plan": "OffloadConfig", "device_plan": "OffloadConfig", "ollama_estimate": "OllamaConfig", "sglang_memory": "SGLangConfig", "sglang_max_tokens": "SGLangConfig"}
 """Functions that take a settings object and its fields as keywords (``**settings``): the sweep feeds every field
 of the settings class through those keywords, as it does for the named arguments."""
 THROUGH_KEYWORDS: dict[str, tuple[str, ...]] = {

@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Breakdown", "CONVENTIONS", "CacheRule", "ConfigError", "DeepSpeedEstimate", "DevicePlan", "Efficiency", "Fit", "GB", "GPU", "GiB",
-    "Hardware", "InvalidValueError", "LlamaCppConfig", "METHODS", "ModelFamily", "ModelSpec", "OPTIMIZERS", "OffloadConfig", "OffloadPlan",
+    "Hardware", "InvalidValueError", "LlamaCppConfig", "METHODS", "ModelFamily", "ModelSpec", "OPTIMIZERS", "OffloadConfig", "OffloadPlan", "OllamaConfig",
     "ParallelPlan",
     "PipelineBalance", "PlanMemory", "PlanSearch", "PlanSpace", "Precision", "Recommendation", "Roofline", "SGLangConfig",
     "ServingCapacity", "ServingConfig", "UnknownNameError", "VramlibError", "Workload", "activation_bytes", "balance_pipeline",
@@ -33,7 +33,7 @@ __all__ = [
     "kv_budget_bytes", "kv_bytes_per_token", "kv_cache_bytes", "largest_module_params", "largest_trainable_model",
     "linear_until", "linearity", "list_gpus", "llamacpp_max_ctx", "llamacpp_memory", "lora_params", "max_batch", "max_params", "max_params_model_states",
     "max_seq_for_plan", "max_seq_for_training", "max_tokens", "max_tokens_tp", "min_gpus", "min_gpus_for_training",
-    "model_names", "model_states_bytes", "offload_plan", "optimizer_state_bytes", "parse_hardware", "parse_memory", "plan_memory",
+    "model_names", "model_states_bytes", "offload_plan", "ollama_estimate", "optimizer_state_bytes", "parse_hardware", "parse_memory", "plan_memory",
     "plot_fit_map", "precision_names", "prefill_workspace_bytes", "published_rows", "published_stats",
     "read_gguf", "real_setup_bytes", "recommend_gpus", "recommendation_table", "roofline", "scaling_ratio", "search_plans",
     "serving_kv_capacity", "sglang_max_tokens", "sglang_memory", "shelf_layout", "size_ratio", "source_activation_bytes", "source_training_memory",

@@ -23,6 +23,7 @@ from ..memory.inference import DEFAULT_RESERVE
 from ..serve.llamacpp import LlamaCppConfig, llamacpp_max_ctx
 from ..serve.offload import OffloadConfig, offload_plan
 from ..serve.serving import ServingConfig, serving_kv_capacity
+from ..serve.ollama import OllamaConfig, ollama_estimate
 from ..serve.sglang import SGLangConfig, sglang_max_tokens
 from ..solve.feasibility import max_tokens
 
@@ -54,6 +55,9 @@ RUNTIMES: dict[tuple[str, str], tuple[dict[str, Any], Callable[[dict], Any]]] = 
         (_defaults(SGLangConfig), lambda f: sglang_max_tokens(f["model"], f["gpu"], f["weights"], **f["settings"])),
     ("llama.cpp", "longest context"):
         (_defaults(LlamaCppConfig), lambda f: llamacpp_max_ctx(f["model"], f["gpu"], f["weights"], **f["settings"])),
+    ("ollama", "n_gpu_layers"):
+        (_defaults(OllamaConfig), lambda f: ollama_estimate(f["model"], f["gpu"], f["weights"],
+                                                             **f["settings"]).n_gpu_layers),
     ("llama.cpp offload", "n_gpu_layers"):
         ({**_defaults(OffloadConfig), **_defaults(LlamaCppConfig)}, lambda f: _offload(f).n_gpu_layers),
     ("llama.cpp offload", "tokens/s"):
@@ -61,7 +65,7 @@ RUNTIMES: dict[tuple[str, str], tuple[dict[str, Any], Callable[[dict], Any]]] = 
 }
 """(runtime, quantity) -> (its settings' defaults, the function that answers): vramlib's weights + KV (+ prefill)
 accounting (:func:`vramlib.solve.feasibility.max_tokens`), ``vllm serve``'s KV cache (``serving_kv_capacity``),
-SGLang's token pool (``sglang_max_tokens``),
+SGLang's token pool (``sglang_max_tokens``), Ollama's layer estimate (``ollama_estimate``),
 llama.cpp's longest context with every layer on the GPU (``llamacpp_max_ctx``) and its partial offload
 (``offload_plan``)."""
 
