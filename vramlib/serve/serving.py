@@ -28,6 +28,12 @@ cost) and 8 (the vLLM budget against nvidia-smi).
 * Tensor parallelism: ``ModelConfig.get_num_kv_heads`` gives ``max(1, total_num_kv_heads // tp)``:
   KV heads are *replicated* when tp exceeds them.
 
+* Serving extras (docs/runtime-rules.md 1.5-1.7), all off by default: LoRA slots (``max_loras``, LORA_SLOT_BYTES,
+  counted with the weights), a shared prompt prefix (``shared_prefix_tokens``, MAX_CONCURRENCY_SHARED: its whole
+  blocks held once) and a drafter (``draft_model``, ``num_speculative_tokens``: vLLM 0.11 refuses separate draft
+  models, so it is modelled EAGLE-style: its weights load with the model, its layers add DRAFT_BLOCK_BYTES to every
+  block, each request holds the lookahead slots).
+
 What vLLM measures (activation peak, non-torch memory, CUDA graphs, CUDA context) this module
 estimates; see :data:`PUBLISHED_VLLM_PROFILES` for the published start-up logs it is checked against.
 
@@ -47,16 +53,16 @@ import sympy as sp
 
 from ..core import formulas as F
 from ..memory.breakdown import Breakdown
-from ..core.errors import InvalidValueError, as_sequence, check_choice, check_number, check_positive_int
+from ..core.errors import InvalidValueError, UnknownNameError, as_sequence, check_choice, check_number, check_positive_int
 from ..core.api import public_api
 from ..solve.feasibility import largest_fitting, max_tokens
 from ..core.settings import Settings, param_names, settings_class
 from ..catalog.hardware import GPU, get_gpu
 from ..memory import inference as _tp_rule
 from ..memory.inference import DEFAULT_RESERVE, kv_bytes_per_token, kv_heads_per_gpu, weights_bytes
-from ..catalog.models import ModelSpec, get_model
+from ..catalog.models import ModelSpec, get_model, model_names
 from ..catalog.precision import get_precision, kv_bytes_per_element
-from ..core.symbols import B, L, M, T, V, W, b_kv, d, e_att, f
+from ..core.symbols import B, L, M, T, V, W, b_kv, d, e_att, f, g, h, n_h, n_kv, r
 from ..core.units import GiB, bytes_text, fmt_bytes, gb, gib, parse_memory
 from ..core.portable import Fields, ev, fmt_fixed, fmt_g, portable, q_add, q_ceil, q_cmp, q_decimal, q_div, q_float, \
     q_floor, q_int, raise_problem, share, share_lazy, shared
@@ -160,6 +166,70 @@ MAX_CONCURRENCY = N_blk / sp.ceiling(T_req / blk)
 UNUSED_BYTES = sp.Add((1 - u) * (M - R_drv), -C_ctx, -(1 - g_cg) * G_cg, evaluate=False)
 """The headroom left after the CUDA context, NCCL and (up to vLLM 0.20) the CUDA graphs: what
 nvidia-smi shows as free. Negative: vLLM refuses to start (or graph capture runs out of memory)."""
+
+# --- serving extras: LoRA slots, prefix caching, a drafter (vLLM 0.11; docs/runtime-rules.md 1.5-1.7) -------------
+n_lora = sp.Symbol("n_lora", integer=True, **_nn)   # max_loras (0: LoRA off)
+b_lora = sp.Symbol("b_lora", **_pos)                 # bytes per element of lora_dtype
+X_lora = sp.Symbol("X_lora", **_nn)                  # LoRA slot bytes per GPU (LORA_SLOT_BYTES)
+W_d = sp.Symbol("W_d", **_nn)                        # the drafter's weight bytes (all GPUs)
+n_kv_d = sp.Symbol("n_kv_d", integer=True, **_pos)   # the drafter's KV heads
+d_d = sp.Symbol("d_head_d", integer=True, **_pos)    # the drafter's head dimension
+L_d = sp.Symbol("L_d", integer=True, **_nn)          # the drafter's attention layers
+P_sh = sp.Symbol("P_shared", integer=True, **_nn)    # shared_prefix_tokens
+k_sp = sp.Symbol("k_spec", integer=True, **_nn)      # num_speculative_tokens (lookahead slots per request)
+z_d = sp.Symbol("z_d", integer=True, **_nn)          # 1 with a drafter (EAGLE-style), else 0
+T_max = sp.Symbol("T_max", integer=True, **_pos)     # max_model_len
+
+LORA_A_INPUTS = 3 * h + n_h * d / n_tp + (1 + g) * h + f / n_tp
+"""Input sizes of the LoRA A slices of one layer on one GPU: q, k, v (QKVParallelLinear, 3 slices, column-parallel:
+the input is whole), o (RowParallelLinear: input sharded), gate and up (MergedColumnParallelLinear, 2 slices; gate
+only for a gated MLP, g = 1), down (row-parallel: input sharded)."""
+
+LORA_B_OUTPUTS = n_h * d / n_tp + 2 * KV_HEADS_PER_GPU * d + h + (1 + g) * f / n_tp + h
+"""Output sizes of the LoRA B slices of one layer on one GPU: column-parallel layers shard the output (q; k and v by
+the KV heads each GPU keeps), row-parallel ones keep it whole (o, down)."""
+
+LORA_SLOT_BYTES = L * n_lora * r * (LORA_A_INPUTS + LORA_B_OUTPUTS) * b_lora
+"""vLLM's preallocated LoRA slots on one GPU: for every wrapped linear slice ``lora_a_stacked (max_loras, 1,
+max_lora_rank, input_size)`` and ``lora_b_stacked (max_loras, 1, output_size, max_lora_rank)`` in lora_dtype
+(vllm/lora/layers/base_linear.py; the rank is not sharded: fully_sharded_loras=False). Allocated at model load, so
+counted in ``model_memory_usage`` with the weights."""
+
+SERVING_WEIGHTS_PER_GPU = sp.Add(W / n_tp, X_lora, W_d / n_tp, evaluate=False)
+"""What vLLM measures as the model's memory per GPU: the weights, the LoRA slots and the drafter's weights (all
+loaded inside the same profiler block, vllm/v1/worker/gpu_model_runner.py ``load_model``)."""
+
+AVAILABLE_KV_BYTES_EXTRAS = sp.Add(u * (M - R_drv), -SERVING_WEIGHTS_PER_GPU, -A_pk, -N_nt, -g_cg * G_cg,
+                                   evaluate=False)
+"""AVAILABLE_KV_BYTES with the model's memory of SERVING_WEIGHTS_PER_GPU (equal to it without LoRA or a drafter)."""
+
+DRAFT_BLOCK_BYTES = BLOCK_BYTES.subs({n_kv: n_kv_d, d: d_d, L: L_d}, simultaneous=True)
+"""The drafter's pages in one block: its attention layers get KV-cache specs like the target's (one block holds a
+page of every layer: the block grows by the drafter's ``L_d x 2 x block_size x kv_heads x head_dim x kv bytes``)."""
+
+NUM_BLOCKS_WITH_DRAFT = sp.floor(K_av / (BLOCK_BYTES + DRAFT_BLOCK_BYTES))
+"""Blocks when every block also holds the drafter's pages."""
+
+SHARED_PREFIX_BLOCKS = sp.Max(0, sp.floor(P_sh / blk) - z_d)
+"""Blocks of a shared prompt prefix stored once: only whole blocks are hashed and shared (the partial block is each
+request's own); with an EAGLE-style drafter vLLM drops the last hit block (``find_longest_cache_hit``: "Need to drop
+the last matched block if eagle is enabled"), so that block is each request's own too."""
+
+REQUEST_SLOTS = sp.Min(T_req + k_sp, sp.Max(T_req, T_max))
+"""Token slots a request of T_req tokens holds: its tokens plus num_speculative_tokens lookahead slots, capped at
+max_model_len (``KVCacheManager.allocate_slots``: ``min(num_tokens + num_lookahead_tokens, max_model_len)``)."""
+
+MAX_CONCURRENCY_SHARED = sp.Max(0, (N_blk - SHARED_PREFIX_BLOCKS) / (sp.ceiling(REQUEST_SLOTS / blk)
+                                                                      - SHARED_PREFIX_BLOCKS))
+"""Concurrency with prefix caching and lookahead slots: the pool less the shared prefix blocks, over the blocks each
+request holds beyond them, ``(N_blocks - S) / (ceil(slots / b) - S)`` with S = SHARED_PREFIX_BLOCKS
+(= MAX_CONCURRENCY without a shared prefix or a drafter)."""
+
+VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+"""``LoRAConfig.max_lora_rank``'s allowed values (vllm/config/lora.py, vLLM 0.11)."""
+
+VLLM_LORA_DTYPES = {"auto": "auto", "fp16": "fp16", "bf16": "bf16", "float16": "fp16", "bfloat16": "bf16"}
+"""``lora_dtype``: "auto" (the model's activation dtype), float16 or bfloat16."""
 
 # --- roofline throughput (chapter 6) ---------------------------------------------------------------------
 TP_SPEEDUP = n_tp / (1 + sigma * (n_tp - 1))
@@ -425,6 +495,9 @@ class ServingCapacity:
     fits_max_model_len: bool
     breakdown: Breakdown = field(compare=False)
     problems: tuple[str, ...] = ()
+    lora_slot_bytes: int = 0
+    draft_weights_bytes: int = 0
+    draft_block_bytes: int = 0
 
     @property
     def process_bytes(self) -> int:
@@ -485,8 +558,12 @@ class ServingConfig(Settings):
     ``non_torch_memory``, ``cuda_context``, ``nccl_memory`` (tp > 1), ``cuda_graph_memory``, ``driver_reserved``
     (None: the card's nvidia-smi total minus its published CUDA total, ``GPU.cuda_total_bytes``, or
     ``DRIVER_RESERVED`` where none is published, said in the result), and ``sampler_bytes_per_logit`` (c_s).
+    The serving extras (defaults: off): ``max_loras`` (0: no LoRA), ``max_lora_rank`` (8 ... 512, vLLM's list) and
+    ``lora_dtype`` ("auto": the activation dtype, "bf16", "fp16") price vLLM's LoRA slots; ``shared_prefix_tokens``
+    the prompt prefix every request shares (prefix caching); ``draft_model`` (a catalogue name) and
+    ``num_speculative_tokens`` an EAGLE-style drafter.
     Each field is checked here (one line naming it); what depends on the model or the card (tp against the KV
-    heads, the driver's share of the card) is checked by the call.
+    heads, the driver's share of the card, a prefix shorter than the request) is checked by the call.
     """
 
     gpu_memory_utilization: float = 0.9
@@ -508,6 +585,12 @@ class ServingConfig(Settings):
     cuda_graph_memory: int | str = CUDA_GRAPH_MEMORY
     driver_reserved: int | str | None = None
     sampler_bytes_per_logit: float = SAMPLER_BYTES_PER_LOGIT
+    max_loras: int = 0
+    max_lora_rank: int = 16
+    lora_dtype: str = "auto"
+    shared_prefix_tokens: int = 0
+    draft_model: str | None = None
+    num_speculative_tokens: int = 0
 
     def __post_init__(self) -> None:
         _utilization(self.gpu_memory_utilization)
@@ -531,6 +614,7 @@ class ServingConfig(Settings):
             raise InvalidValueError("cuda_graphs", self.cuda_graphs, "must be True or False")
         fix("cuda_graphs", bool(self.cuda_graphs))
         self.memory_bytes()  # parses (checks) every size
+        _check_extras(self, fix)
 
     def memory_bytes(self) -> dict[str, int]:
         """The estimated memory fields in bytes (NCCL only when ``tp > 1``, the graph pool only with CUDA graphs;
@@ -540,6 +624,32 @@ class ServingConfig(Settings):
         out["nccl_memory"] *= self.tp > 1
         out["cuda_graph_memory"] *= self.cuda_graphs
         return out
+
+
+def _check_extras(cfg: ServingConfig, fix) -> None:
+    """The serving extras' fields, one line each: LoRA slots, the shared prefix, the drafter."""
+    for name in ("max_loras", "shared_prefix_tokens", "num_speculative_tokens"):
+        fix(name, check_positive_int(name, getattr(cfg, name), allow_zero=True))
+    try:
+        fix("max_lora_rank", check_choice("max_lora_rank", cfg.max_lora_rank, VLLM_LORA_RANKS))
+    except UnknownNameError:
+        raise InvalidValueError("max_lora_rank", cfg.max_lora_rank, "vLLM allows " +
+                                ", ".join(map(str, VLLM_LORA_RANKS))) from None
+    if not isinstance(cfg.lora_dtype, str):
+        raise InvalidValueError("lora_dtype", cfg.lora_dtype, "give 'auto', 'bf16' or 'fp16'")
+    fix("lora_dtype", VLLM_LORA_DTYPES[check_choice("lora_dtype", cfg.lora_dtype.strip().lower(), VLLM_LORA_DTYPES)])
+    if cfg.draft_model is not None:
+        if not isinstance(cfg.draft_model, str):
+            raise InvalidValueError("draft_model", cfg.draft_model, "must be None or a catalogue model name")
+        try:
+            fix("draft_model", get_model(cfg.draft_model).name)
+        except UnknownNameError:
+            raise UnknownNameError("draft_model", cfg.draft_model, model_names()) from None
+        if cfg.num_speculative_tokens == 0:
+            raise InvalidValueError("num_speculative_tokens", 0, "a draft_model needs num_speculative_tokens >= 1")
+    elif cfg.num_speculative_tokens:
+        raise InvalidValueError("num_speculative_tokens", cfg.num_speculative_tokens,
+                                "needs a draft_model (the drafter whose weights and KV are counted)")
 
 
 _MEMORY_FIELDS = ("driver_reserved", "cuda_context", "nccl_memory", "cuda_graph_memory", "non_torch_memory",
@@ -607,9 +717,16 @@ def cuda_total_note(card, seen, how):
 
 def _kv_budget(mm: ModelSpec, card: GPU, cfg: ServingConfig, kv_name: str, mem: dict[str, int]) -> dict:
     """The budget's quantities (bytes, blocks, tokens, concurrency), each from its expression above (``kv_budget``)."""
-    b_act = get_precision(_activation_dtype(cfg.weights, card)).bytes_per_element
-    return kv_budget(mm.view(), Fields(card), Fields(cfg), mem, [weights_bytes(mm, cfg.weights), b_act,
-                                                                 kv_bytes_per_element(kv_name)])
+    act_name = _activation_dtype(cfg.weights, card)
+    b_lora = get_precision(act_name if cfg.lora_dtype == "auto" else cfg.lora_dtype).bytes_per_element
+    draft = None
+    if cfg.draft_model is not None:
+        dm = get_model(cfg.draft_model)
+        _require_uniform_full_attention(dm, "the drafter's KV cache")
+        _check_tp(dm, cfg.tp)
+        draft = {"m": dm.view(), "w": weights_bytes(dm, cfg.weights)}
+    return kv_budget(mm.view(), Fields(card), Fields(cfg), mem, [weights_bytes(mm, cfg.weights),
+                     get_precision(act_name).bytes_per_element, kv_bytes_per_element(kv_name), b_lora], draft)
 
 
 share(WEIGHTS_PER_GPU=WEIGHTS_PER_GPU, ACTIVATION_PEAK_BYTES=ACTIVATION_PEAK_BYTES, CUDA_TOTAL_BYTES=CUDA_TOTAL_BYTES,
@@ -617,14 +734,72 @@ share(WEIGHTS_PER_GPU=WEIGHTS_PER_GPU, ACTIVATION_PEAK_BYTES=ACTIVATION_PEAK_BYT
       BLOCK_BYTES=BLOCK_BYTES, BLOCKS_EXACT=NUM_BLOCKS.args[0], KV_TOKENS=KV_TOKENS,
       UNUSED_BYTES=UNUSED_BYTES,
       VLLM_KV_NAMES=dict(_VLLM_KV_NAMES), SERVING_DRIVER_KEY=DRIVER_KEY, SERVING_UNUSED_KEY=UNUSED_KEY)
+share(LORA_SLOT_BYTES=LORA_SLOT_BYTES, AVAILABLE_KV_BYTES_EXTRAS=AVAILABLE_KV_BYTES_EXTRAS,
+      DRAFT_BLOCK_BYTES=DRAFT_BLOCK_BYTES, BLOCKS_WITH_DRAFT_EXACT=NUM_BLOCKS_WITH_DRAFT.args[0],
+      SHARED_PREFIX_BLOCKS=SHARED_PREFIX_BLOCKS, MAX_CONCURRENCY_SHARED=MAX_CONCURRENCY_SHARED,
+      VLLM_LORA_RANKS=list(VLLM_LORA_RANKS), VLLM_LORA_DTYPES=dict(VLLM_LORA_DTYPES))
 share_lazy(CONCURRENCY_AT=lambda: MAX_CONCURRENCY.subs(sp.ceiling(T_req / blk), sp.Symbol("B_req")))
 
 
 @portable
-def kv_budget(m, card, cfg, mem, sizes):
+def serving_activation_peak(s, cfg, mem, b_act):
+    """The profiled activation peak: ``activation_peak`` when measured, else ACTIVATION_PEAK_BYTES."""
+    if "activation_peak" in mem:
+        return mem["activation_peak"]
+    return q_ceil(ev("ACTIVATION_PEAK_BYTES", None, {"N_bt": cfg["max_num_batched_tokens"], "h": s["hidden"],
+                                                     "f": s["ffn"], "n_tp": cfg["tp"], "b_a": b_act,
+                                                     "n_h": s["n_heads"], "V": s["vocab"], "n_seq": cfg["max_num_seqs"],
+                                                     "c_s": q_decimal(cfg["sampler_bytes_per_logit"])}))
+
+
+@portable
+def serving_extras(m, draft, cfg, sizes):
+    """{lora, draft_w, draft_blk}: the LoRA slots (LORA_SLOT_BYTES), the drafter's weights and its pages in one KV
+    block (DRAFT_BLOCK_BYTES) on one GPU; ``draft`` is {m: the drafter's view, w: its weight bytes} or None. Refuses in
+    one line what is not modelled: LoRA on routed experts, a drafter with another vocabulary."""
+    s = m["spec"]
+    out = {"lora": 0, "draft_w": 0, "draft_blk": 0}
+    if cfg["max_loras"] > 0:
+        if s["n_experts"] > 0:
+            raise_problem(["max_loras", cfg["max_loras"], "LoRA slots are modelled for dense models; " + s["name"] +
+                           " routes " + str(s["n_experts"]) + " experts (vLLM's MoE LoRA layers are not modelled)"])
+        y = m["sym"]
+        out["lora"] = q_ceil(ev("LORA_SLOT_BYTES", None, {"L": y["L"], "n_lora": cfg["max_loras"],
+                                                          "r": cfg["max_lora_rank"], "b_lora": sizes[3], "h": y["h"],
+                                                          "n_h": y["n_h"], "n_kv": y["n_kv"], "d_head": y["d_head"],
+                                                          "f": y["f"], "g": y["g"], "n_tp": cfg["tp"]}))
+    if draft is not None:
+        ds = draft["m"]["spec"]
+        if ds["vocab"] != s["vocab"]:
+            raise_problem(["draft_model", ds["name"], "the drafter proposes the target's tokens: its vocabulary (" +
+                           str(ds["vocab"]) + ") must be " + s["name"] + "'s (" + str(s["vocab"]) + ")"])
+        out["draft_w"] = q_ceil(ev("WEIGHTS_PER_GPU", None, {"W": draft["w"], "n_tp": cfg["tp"]}))
+        out["draft_blk"] = q_ceil(ev("DRAFT_BLOCK_BYTES", None, {"b_blk": cfg["block_size"], "n_kv_d": ds["n_kv_heads"],
+                                                                 "n_tp": cfg["tp"], "d_head_d": ds["head_dim"],
+                                                                 "b_kv": sizes[2], "L_d": ds["n_layers"]}))
+    return out
+
+
+@portable
+def serving_concurrency(cfg, blocks, req, max_len, drafter):
+    """Requests of ``req`` tokens the blocks hold: CONCURRENCY_AT, or MAX_CONCURRENCY_SHARED with a shared prefix or
+    lookahead slots (``drafter``: 1 with a drafter). A shared prefix as long as the request is refused in one line."""
+    p = cfg["shared_prefix_tokens"]
+    k = cfg["num_speculative_tokens"]
+    if p >= req:
+        raise_problem(["shared_prefix_tokens", p, "must be below the request length (" + str(req) + " tokens)"])
+    if p == 0 and k == 0:
+        return ev("CONCURRENCY_AT", None, {"N_blocks": blocks, "B_req": q_ceil(q_div(req, cfg["block_size"]))})
+    return ev("MAX_CONCURRENCY_SHARED", None, {"N_blocks": blocks, "P_shared": p, "b_blk": cfg["block_size"],
+                                               "z_d": drafter, "T_req": req, "k_spec": k, "T_max": max_len})
+
+
+@portable
+def kv_budget(m, card, cfg, mem, sizes, draft):
     """vLLM's KV budget on one GPU (``sizes`` = [all the weights' bytes, activation bytes per element, KV bytes per
-    element]): the weights per GPU, the profiled activation peak (estimated unless measured), CUDA's total and what
-    vLLM requests, the memory left for the KV cache, its blocks, tokens and concurrency, the unused headroom."""
+    element, LoRA bytes per element]; ``draft``: ``serving_extras``'): the weights per GPU (with the LoRA slots and the
+    drafter), the profiled activation peak (estimated unless measured), CUDA's total and what vLLM requests, the memory
+    left for the KV cache, its blocks, tokens and concurrency, the unused headroom."""
     s = m["spec"]
     cap = card["memory_bytes"]
     tp = cfg["tp"]
@@ -634,32 +809,35 @@ def kv_budget(m, card, cfg, mem, sizes):
     graphs = mem["cuda_graph_memory"]
     g_in = 1 if cfg["cuda_graph_accounting"] == "budget" else 0
     w_total = sizes[0]
-    if "activation_peak" in mem:
-        act = mem["activation_peak"]
-    else:
-        act = q_ceil(ev("ACTIVATION_PEAK_BYTES", None, {"N_bt": cfg["max_num_batched_tokens"], "h": s["hidden"],
-                                                        "f": s["ffn"], "n_tp": tp, "b_a": sizes[1], "n_h": s["n_heads"],
-                                                        "V": s["vocab"], "n_seq": cfg["max_num_seqs"],
-                                                        "c_s": q_decimal(cfg["sampler_bytes_per_logit"])}))
+    act = serving_activation_peak(s, cfg, mem, sizes[1])
+    x = serving_extras(m, draft, cfg, sizes)
     shape = {"b_blk": blk, "n_kv": s["n_kv_heads"], "n_tp": tp, "d_head": s["head_dim"], "b_kv": sizes[2],
              "L": s["n_layers"]}
-    avail = q_int(ev("AVAILABLE_KV_BYTES", None, {"u": util, "M": cap, "R_drv": r_drv, "W": w_total, "n_tp": tp,
-                                                   "A_peak": act, "N_nt": mem["non_torch_memory"], "g_cg": g_in,
-                                                   "G_cg": graphs}))
+    avail = q_int(ev("AVAILABLE_KV_BYTES_EXTRAS", None, {"u": util, "M": cap, "R_drv": r_drv, "W": w_total, "n_tp": tp,
+                                                          "X_lora": x["lora"], "W_d": 0 if draft is None else draft["w"],
+                                                          "A_peak": act, "N_nt": mem["non_torch_memory"], "g_cg": g_in,
+                                                          "G_cg": graphs}))
     k_shape = dict(shape)
     k_shape["K_avail"] = max(avail, 0)
-    blocks = max(0, q_floor(ev("BLOCKS_EXACT", None, k_shape)))
-    blk_bytes = q_ceil(ev("BLOCK_BYTES", None, shape))
+    if draft is None:
+        blocks = max(0, q_floor(ev("BLOCKS_EXACT", None, k_shape)))
+    else:
+        ds = draft["m"]["spec"]
+        k_shape["n_kv_d"] = ds["n_kv_heads"]
+        k_shape["d_head_d"] = ds["head_dim"]
+        k_shape["L_d"] = ds["n_layers"]
+        blocks = max(0, q_floor(ev("BLOCKS_WITH_DRAFT_EXACT", None, k_shape)))
+    blk_bytes = q_ceil(ev("BLOCK_BYTES", None, shape)) + x["draft_blk"]
     max_len = s["max_context"] if cfg["max_model_len"] is None else cfg["max_model_len"]
     req = max_len if cfg["request_tokens"] is None else cfg["request_tokens"]
-    conc = ev("CONCURRENCY_AT", None, {"N_blocks": blocks, "B_req": q_ceil(q_div(req, blk))})
+    conc = serving_concurrency(cfg, blocks, req, max_len, 0 if draft is None else 1)
     return {"util": util, "r_drv": r_drv, "ctx": mem["cuda_context"], "nccl": mem["nccl_memory"], "graphs": graphs,
-            "nt": mem["non_torch_memory"], "g_in_budget": g_in,
+            "nt": mem["non_torch_memory"], "g_in_budget": g_in, "lora": x["lora"], "draft_w": x["draft_w"],
             "w_gpu": q_ceil(ev("WEIGHTS_PER_GPU", None, {"W": w_total, "n_tp": tp})), "act": act,
             "cuda_total": q_int(ev("CUDA_TOTAL_BYTES", None, {"M": cap, "R_drv": r_drv})),
             "requested": q_int(ev("REQUESTED_BYTES", None, {"u": util, "M": cap, "R_drv": r_drv})), "avail": avail,
             "kv_heads": q_int(ev("SERVING_KV_HEADS", None, {"n_kv": s["n_kv_heads"], "n_tp": tp})),
-            "blk_bytes": blk_bytes, "blocks": blocks,
+            "blk_bytes": blk_bytes, "blocks": blocks, "draft_blk": x["draft_blk"],
             "tokens": q_int(ev("KV_TOKENS", None, {"N_blocks": blocks, "b_blk": blk})), "max_len": max_len, "req": req,
             "conc": conc, "kv_bytes": blocks * blk_bytes,
             "headroom": ev("UNUSED_BYTES", None, {"u": util, "M": cap, "R_drv": r_drv,
@@ -688,8 +866,10 @@ def start_problems(card, formats, b):
     if free_at_start < b["requested"]:
         problems.append("free memory at start-up (" + bytes_text(free_at_start, 2) + ") is below total x "
                         "gpu_memory_utilization (" + bytes_text(b["requested"], 2) + ")")
-    if b["w_gpu"] > free_at_start:
-        problems.append("the weights (" + bytes_text(b["w_gpu"], 2) + " per GPU) do not fit")
+    model_bytes = b["w_gpu"] + b["lora"] + b["draft_w"]
+    if model_bytes > free_at_start:
+        what = "the weights" if model_bytes == b["w_gpu"] else "the weights, LoRA slots and drafter"
+        problems.append(what + " (" + bytes_text(model_bytes, 2) + " per GPU) do not fit")
     elif b["blocks"] == 0:
         problems.append("no available memory for the cache blocks (weights + activations exceed the budget)")
     if q_cmp(b["headroom"], 0) < 0 and not b["g_in_budget"] and not len(problems):
@@ -710,7 +890,29 @@ def _serving_breakdown(mm: ModelSpec, card: GPU, cfg: ServingConfig, kv_name: st
     if cfg.activation_peak is None:
         notes.append("activation peak estimated (forward pass over max_num_batched_tokens vs. the sampler over "
                      "max_num_seqs requests); vLLM measures it.")
-    return Breakdown(dict(parts), title=title, notes=tuple(notes))
+    return Breakdown(dict(parts), title=title, notes=tuple(notes + _extras_notes(cfg, card, b)))
+
+
+def _extras_notes(cfg: ServingConfig, card: GPU, b: dict) -> list[str]:
+    """What the result says about the serving extras it priced (none by default)."""
+    notes = []
+    if cfg.max_loras:
+        dtype = _activation_dtype(cfg.weights, card) if cfg.lora_dtype == "auto" else cfg.lora_dtype
+        notes.append(f"LoRA slots: {cfg.max_loras} x rank {cfg.max_lora_rank} in {dtype} on the q/k/v/o/gate/up/down "
+                     f"slices of every layer ({fmt_bytes(b['lora'], 2)} per GPU), counted with the weights; no "
+                     "embedding or lm_head adapter slots.")
+    if cfg.shared_prefix_tokens:
+        notes.append(f"prefix caching: the {cfg.shared_prefix_tokens:,}-token shared prefix holds its whole blocks once "
+                     f"(the partial block{' and, with a drafter, the last whole one' if cfg.draft_model else ''} is each "
+                     "request's own).")
+    if cfg.draft_model:
+        notes.append(f"drafter {cfg.draft_model} ({cfg.num_speculative_tokens} speculative tokens) modelled EAGLE-style: "
+                     "vLLM 0.11 refuses a separate draft model ('Draft model speculative decoding is not supported "
+                     "yet'); its weights load with the model and its attention layers add their pages to every KV block "
+                     f"({b['draft_blk']:,} of the {b['blk_bytes']:,} bytes of a block); each request holds "
+                     "num_speculative_tokens lookahead slots (capped at max_model_len); its profile-run activations "
+                     "are not estimated.")
+    return notes
 
 
 @portable
@@ -719,6 +921,10 @@ def serving_parts(name, card, tp, formats, b):
     memory, KV cache, CUDA graphs, CUDA context, NCCL (tp > 1), the unused headroom and the driver's reservation."""
     parts = [["weights", b["w_gpu"]], ["activations (profiled peak)", b["act"]], ["non-torch memory", b["nt"]],
              ["kv cache", b["kv_bytes"]], ["cudagraph pool", b["graphs"]], ["cuda context", b["ctx"]]]
+    if b["lora"] > 0:
+        parts.insert(1, ["LoRA slots", b["lora"]])
+    if b["draft_w"] > 0:
+        parts.insert(1, ["draft model", b["draft_w"]])
     if tp > 1:
         parts.append(["nccl (buffers)", b["nccl"]])
     used = 0
@@ -747,7 +953,8 @@ def _capacity_result(mm: ModelSpec, card: GPU, cfg: ServingConfig, kv_name: str,
         max_model_len=c["max_model_len"], request_tokens=c["request_tokens"], max_concurrency=c["max_concurrency"],
         max_concurrent_requests=c["max_concurrent_requests"], starts=c["starts"],
         fits_max_model_len=c["fits_max_model_len"], breakdown=_serving_breakdown(mm, card, cfg, kv_name, b),
-        problems=tuple(problems),
+        problems=tuple(problems), lora_slot_bytes=b["lora"], draft_weights_bytes=b["draft_w"],
+        draft_block_bytes=b["draft_blk"],
     )
 
 
@@ -980,8 +1187,8 @@ def fit_map(models: Sequence[str], gpus: Sequence[str | tuple[str, int]], precis
     """
     engine = check_choice("engine", engine, ENGINES)
     rows = []
-    for g in gpus:
-        name, count = (g, 1) if isinstance(g, str) else g
+    for entry in gpus:
+        name, count = (entry, 1) if isinstance(entry, str) else entry
         card = get_gpu(name)
         count = check_positive_int("count", count)
         for model in models:
@@ -1024,13 +1231,13 @@ def plot_fit_map(rows: Sequence[dict], x: str | tuple[str, ...] = "model", y: st
     def key(r, ks):
         return " | ".join(str(r[k]) for k in ks)
 
-    xs = list(dict.fromkeys(key(r, xk) for r in rows))
-    ys = list(dict.fromkeys(key(r, yk) for r in rows))
+    xs = list(dict.fromkeys(key(row, xk) for row in rows))
+    ys = list(dict.fromkeys(key(row, yk) for row in rows))
     grid = np.full((len(ys), len(xs)), np.nan)
     text = [["" for _ in xs] for _ in ys]
-    for r in rows:
-        i, j = ys.index(key(r, yk)), xs.index(key(r, xk))
-        v = r[value]
+    for row in rows:
+        i, j = ys.index(key(row, yk)), xs.index(key(row, xk))
+        v = row[value]
         grid[i, j] = math.log2(v) if v > 0 else np.nan
         text[i][j] = _fmt_ctx(v) if v > 0 else "\u2717"
     if ax is None:

@@ -1,6 +1,7 @@
 /* vramlib/web/js/serving.js -- the serving calculator (chapters 6, 8): the glue of vramlib.serve.serving
  * (ServingConfig, serving_kv_capacity) and vramlib.present.widgets.serving.serving_compute. The rules are their
- * @portable parts compiled for the page (VL.py: serving_activation_format, vllm_kv_format, kv_budget, start_problems,
+ * @portable parts compiled for the page (VL.py: serving_activation_format, vllm_kv_format, kv_budget (with
+ * serving_activation_peak, serving_extras, serving_concurrency: LoRA slots, prefix caching, a drafter), start_problems,
  * serving_parts, capacity_summary, serving_verdict, serving_panel_verdict); this file checks the fields as
  * ServingConfig does and parses the sizes. */
 (function () {
@@ -43,6 +44,38 @@
     return out;
   }
 
+  function extras(o, tp) {  /* serving._check_extras; serving._kv_budget's drafter: null or {m, w} */
+    ["max_loras", "shared_prefix_tokens", "num_speculative_tokens"].forEach(function (k) {
+      VL.checkPositiveInt(k, o[k], true);
+    });
+    var ranks = VL.shared.VLLM_LORA_RANKS, dtypes = VL.shared.VLLM_LORA_DTYPES;
+    if (typeof o.max_lora_rank !== "number" || ranks.indexOf(o.max_lora_rank) < 0) {
+      throw VL.invalid("max_lora_rank", o.max_lora_rank, "vLLM allows " + ranks.join(", "));
+    }
+    if (typeof o.lora_dtype !== "string") { throw VL.invalid("lora_dtype", o.lora_dtype, "give 'auto', 'bf16' or 'fp16'"); }
+    var lora = VL.checkChoice("lora_dtype", o.lora_dtype, Object.keys(dtypes));
+    if (o.draft_model === null || o.draft_model === undefined) {
+      if (o.num_speculative_tokens) {
+        throw VL.invalid("num_speculative_tokens", o.num_speculative_tokens,
+          "needs a draft_model (the drafter whose weights and KV are counted)");
+      }
+      return [dtypes[lora], null];
+    }
+    if (typeof o.draft_model !== "string") {
+      throw VL.invalid("draft_model", o.draft_model, "must be None or a catalogue model name");
+    }
+    if (!Object.prototype.hasOwnProperty.call(VL.data.models, o.draft_model)) {
+      throw VL.unknown("draft_model", o.draft_model, Object.keys(VL.data.models));
+    }
+    if (!o.num_speculative_tokens) {
+      throw VL.invalid("num_speculative_tokens", 0, "a draft_model needs num_speculative_tokens >= 1");
+    }
+    var dm = VL.model(VL.data.models[o.draft_model]);
+    VL.raiseProblem(PY.full_attention_problem(dm, dm.uniform_problem || null, "the drafter's KV cache"));
+    VL.checkTp("tp", tp, dm.name, dm.spec.n_heads, dm.spec.n_kv_heads);
+    return [dtypes[lora], { m: dm, w: VL.weightsBytes(dm, o.weights) }];
+  }
+
   /* serving.serving_kv_capacity: the fields the calculator shows */
   VL.servingKvCapacity = function (m, gpu, o) {
     o = Object.assign({}, DEFAULTS, o);
@@ -71,8 +104,9 @@
     var picked = PY.vllm_batch_defaults(card, card.memory_bytes - mem.driver_reserved, o.entrypoint);
     var cfg = Object.assign({}, o, { tp: tp, weights: weights,      /* serving_kv_capacity: the card's vLLM defaults */
       max_num_batched_tokens: o.max_num_batched_tokens || picked[0], max_num_seqs: o.max_num_seqs || picked[1] });
+    var x = extras(cfg, tp), loraName = x[0] === "auto" ? act : x[0];
     var b = PY.kv_budget(m, card, cfg, mem, [VL.weightsBytes(m, weights), VL.getPrecision(act).bytes_per_element,
-      VL.kvBytesPerElement(kvName)]);
+      VL.kvBytesPerElement(kvName), VL.getPrecision(loraName).bytes_per_element], x[1]);
     var problems = PY.start_problems(card, [weights, kvName, act], b);
     var c = PY.capacity_summary(m.name, card.key, tp, o.block_size, b, problems);
     var got = PY.serving_parts(m.name, card, tp, [weights, kvName], b);
