@@ -7,7 +7,8 @@ from vramlib import serving as S
 STEM = "ch08-vllm-vs-nvidia-smi"
 PARAMS = dict(model="qwen2.5-7b", gpu="h100-sxm-80gb", small_gpu="l4", kv_dtype="fp8", utilization=0.85,
               block_size=32, max_num_batched_tokens=4096, max_num_seqs=1024, request_tokens=4096,
-              tp_model="qwen2.5-72b", tp_gpu="h200", tp=8)
+              tp_model="qwen2.5-72b", tp_gpu="h200", tp=8, lora_slots=2, lora_rank=64, shared_prefix=512,
+              draft_model="qwen2.5-7b", spec_tokens=2)      # a drafter must share the target's vocabulary
 
 
 def expected(p: dict) -> dict:
@@ -44,4 +45,10 @@ def expected(p: dict) -> dict:
         "q8_default_seqs_card": vl.vllm_default_batch(card)[1],
         "q8_tp_tokens": tp_cap.kv_tokens,
         "q8_tp_kv_gib": vl.gib(tp_cap.kv_cache_bytes),
+        "q8_extra_lora_conc": vl.serving_kv_capacity(p["model"], card, max_loras=p["lora_slots"],
+                                                     max_lora_rank=p["lora_rank"], **knobs).max_concurrency,
+        "q8_extra_prefix_conc": vl.serving_kv_capacity(p["model"], card, shared_prefix_tokens=p["shared_prefix"],
+                                                       **knobs).max_concurrency,
+        "q8_extra_draft_conc": vl.serving_kv_capacity(p["model"], card, draft_model=p["draft_model"],
+                                                      num_speculative_tokens=p["spec_tokens"], **knobs).max_concurrency,
     }
