@@ -104,3 +104,15 @@ def test_the_longest_context_is_the_last_256_cells_that_fit():
     assert vl.llamacpp_max_ctx("llama-3.1-8b", "rtx-4090", "q4_k_m", flash_attn=False) < n      # the f32 scores
     assert vl.llamacpp_max_ctx("llama-3.1-8b", "rtx-4090", "q4_k_m", type_k="q8_0", type_v="q8_0") > 1.8 * n
     assert vl.llamacpp_max_ctx("llama-3.1-70b", "rtx-4090", "q4_k_m") == 0                   # the weights alone
+
+
+def test_llamacpp_keeps_windows_only_where_it_implements_them():
+    """llama.cpp's llama architecture (Mistral-7B) and Phi-3 ignore the config's window: every layer keeps every
+    token, and the result says so; Gemma-2 keeps its windows."""
+    m = vl.get_model("mistral-7b")
+    bd = L.llamacpp_memory(m, "q4_k_m", n_ctx=32768)
+    assert bd["kv cache"] == m.n_layers * 32768 * 2 * m.n_kv_heads * m.head_dim * 2
+    assert any("ignores mistral's sliding window" in n for n in bd.notes)
+    g = vl.get_model("gemma-2-9b")
+    assert L.llamacpp_memory(g, "q4_k_m", n_ctx=32768)["kv cache"] < g.n_layers * 32768 * 4 * g.n_kv_heads * g.head_dim
+    assert L.llamacpp_refusal("mistral-7b") is None and "moe" in L.llamacpp_refusal("mixtral-8x7b")

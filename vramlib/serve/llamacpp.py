@@ -143,23 +143,38 @@ OUTPUT_BYTES = 4 * n_seq * n_vocab
 """The host output buffer at start-up: one f32 row of logits per sequence."""
 
 
+LLAMACPP_SWA_FAMILIES = ("gemma2", "gemma3_text", "gpt_oss")
+"""Families whose sliding-window layers llama.cpp keeps as windows (src/models/gemma2.cpp, gemma3.cpp,
+openai-moe.cpp set ``swa_type``); for the others in the catalogue (Mistral-7B as the llama architecture, Phi-3, which
+phi3.cpp sets to LLAMA_SWA_TYPE_NONE) every layer keeps every token."""
+
+
+share(LLAMACPP_SWA_FAMILIES=list(LLAMACPP_SWA_FAMILIES))
 share(N_CTX=N_CTX, N_CTX_SEQ=N_CTX_SEQ, N_STREAM=N_STREAM, U_BATCH=U_BATCH, SWA_CELLS=SWA_CELLS,
       COMPUTE_FA=COMPUTE_FA, COMPUTE_NO_FA=COMPUTE_NO_FA, OUTPUT_BYTES=OUTPUT_BYTES, LLAMACPP_KV_TYPES=dict(KV_TYPES))
 
 
 @portable
-def llamacpp_kinds(m, moe):
-    """[[mixer, layers]] of a model view by attention kind, refusing (raise_problem) the kinds llama.cpp's rules
-    here do not cover: full and sliding-window GQA attention with dense MLPs are (routed-expert MLPs too when
-    ``moe``: the caller then names the compute buffer as an estimate)."""
-    out = []
+def llamacpp_problem(m, moe):
+    """None, or the one-line refusal of a model view whose layers llama.cpp's rules here do not cover: full and
+    sliding-window GQA attention with dense MLPs are (routed-expert MLPs too when ``moe``: the caller then names the
+    compute buffer as an estimate)."""
     for k in m["layers"]:
         if (k[1] != "full" and k[1] != "sliding") or m["spec"]["attention"] != "gqa":
-            raise_problem(["model", m["spec"]["name"], k[1] + " layers (" + m["spec"]["attention"] + ") are not "
-                           "modelled for llama.cpp yet: full and sliding-window GQA attention are"])
+            return ["model", m["spec"]["name"], k[1] + " layers (" + m["spec"]["attention"] + ") are not modelled "
+                    "for llama.cpp yet: full and sliding-window GQA attention are"]
         if k[2] != "dense" and not (moe and k[2] == "moe"):
-            raise_problem(["model", m["spec"]["name"], "llama.cpp's compute buffer is measured for dense MLPs; " +
-                           k[2] + " layers are not modelled yet"])
+            return ["model", m["spec"]["name"], "llama.cpp's compute buffer is measured for dense MLPs; " + k[2] +
+                    " layers are not modelled yet"]
+    return None
+
+
+@portable
+def llamacpp_kinds(m, moe):
+    """[[mixer, layers]] of a model view by attention kind (:func:`llamacpp_problem` refuses the rest)."""
+    raise_problem(llamacpp_problem(m, moe))
+    out = []
+    for k in m["layers"]:
         found = False
         for o in out:
             if o[0] == k[1]:
@@ -168,6 +183,19 @@ def llamacpp_kinds(m, moe):
         if not found:
             out.append([k[1], k[0]])
     return out
+
+
+def llamacpp_refusal(model: ModelSpec | str) -> str | None:
+    """Why :func:`llamacpp_memory` refuses ``model`` (one line), or None when its rules cover it: what a chapter asks
+    before it prices a model in llama.cpp."""
+    problem = llamacpp_problem(get_model(model).view(), False)
+    return None if problem is None else str(InvalidValueError(problem[0], problem[1], problem[2]))
+
+
+@portable
+def llamacpp_swa(s):
+    """Whether llama.cpp keeps a shape's sliding-window layers as windows (LLAMACPP_SWA_FAMILIES)."""
+    return s["family"] in shared("LLAMACPP_SWA_FAMILIES")
 
 
 @portable
@@ -187,7 +215,8 @@ def llamacpp_context(m, c, moe):
     vals = {"n_ctx": c["n_ctx"], "n_b": c["n_batch"], "n_ub": c["n_ubatch"], "n_seq": c["n_seq"],
             "z_uni": 1 if c["kv_unified"] else 0, "n_swa": max(s["sliding_window"], 1)}
     full = q_ceil(ev("N_CTX_SEQ", None, vals))
-    sliding = full if c["swa_full"] else q_ceil(ev("SWA_CELLS", None, vals))
+    swa = llamacpp_swa(s)
+    sliding = full if c["swa_full"] or not swa else q_ceil(ev("SWA_CELLS", None, vals))
     kinds = llamacpp_kinds(m, moe)
     e_kv = s["n_kv_heads"] * s["head_dim"]
     types = shared("LLAMACPP_KV_TYPES")
@@ -195,7 +224,7 @@ def llamacpp_context(m, c, moe):
     has_full = 0
     has_sliding = 0
     for k in kinds:
-        if k[0] == "full":
+        if k[0] == "full" or not swa:
             has_full = 1
         else:
             has_sliding = 1
@@ -291,6 +320,9 @@ def _notes(m: ModelSpec, c: LlamaCppConfig, s: dict) -> tuple[str, ...]:
              f"{s['cells']['full']:,} cells per stream x {s['streams']} stream(s), micro-batch {s['u']:,}",
              "model buffer: the weights as vramlib prices the format (1-D tensors in f32); the CPU backend's "
              "AMX / repacked copies of some weights are not counted"]
+    if "sliding" in m.layer_types and m.family not in LLAMACPP_SWA_FAMILIES:
+        notes.append(f"llama.cpp ignores {m.family}'s sliding window (LLAMACPP_SWA_FAMILIES): every layer keeps every "
+                     "token")
     if c.flash_attn and m.n_heads * m.head_dim != m.hidden:
         notes.append("compute buffer with flash attention: a lower bound for n_head x head_dim != n_embd (the "
                      "attention output is another width; the peak can be up to two n_embd rows higher)")
@@ -369,5 +401,6 @@ def llamacpp_max_ctx(model: ModelSpec | str, gpu: GPU | str, weights: str = "q4_
 
 
 __all__ = ["COMPUTE_FA", "COMPUTE_LOGITS", "COMPUTE_NO_FA", "CTX_PAD", "FA_FFN", "FA_INPUTS", "gpu_budget",
-           "gpu_budget_of", "GPU_BUFFERS", "KV_TYPES", "llamacpp_max_ctx", "llamacpp_memory", "LlamaCppConfig",
-           "N_CTX", "N_CTX_SEQ", "N_STREAM", "OUTPUT_BYTES", "SWA_CELLS", "TENSOR_ALIGNMENT", "U_BATCH"]
+           "gpu_budget_of", "GPU_BUFFERS", "KV_TYPES", "llamacpp_max_ctx", "llamacpp_memory", "llamacpp_problem",
+           "llamacpp_refusal", "llamacpp_swa", "LLAMACPP_SWA_FAMILIES", "LlamaCppConfig", "N_CTX", "N_CTX_SEQ",
+           "N_STREAM", "OUTPUT_BYTES", "SWA_CELLS", "TENSOR_ALIGNMENT", "U_BATCH"]

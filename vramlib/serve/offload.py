@@ -46,7 +46,7 @@ from ..core.units import bytes_text, gb, parse_memory
 from ..memory.breakdown import Breakdown
 from ..memory.inference import layer_weights_of, weights_bytes
 from ..solve.feasibility import largest_fitting
-from .llamacpp import CTX_PAD, LlamaCppConfig, gpu_budget, llamacpp_buffers
+from .llamacpp import CTX_PAD, LlamaCppConfig, gpu_budget, llamacpp_buffers, llamacpp_swa
 
 B_g, B_h, W_g, W_h = sp.symbols("B_g B_h W_g W_h", positive=True)
 
@@ -187,7 +187,7 @@ def decode_kv_read(m, bufs, split, tokens):
     first = n - split["layers_on_gpu"]
     out = [q(0), q(0)]
     for i in range(n):
-        held = min(tokens, s["sliding_window"]) if mixers[i] == "sliding" else tokens
+        held = min(tokens, s["sliding_window"]) if mixers[i] == "sliding" and llamacpp_swa(s) else tokens
         side = 0 if i >= first else 1
         out[side] = q_add(out[side], q_mul(row, held))
     return out
