@@ -286,8 +286,25 @@ def test_offload_is_the_librarys(capsys):
     data = json.loads(out)
     p = vl.offload_plan("llama-3.1-70b", "rtx-4090", "q4_k_m", host_ram="64GB")
     assert rc == 0 and data["n_gpu_layers"] == p.n_gpu_layers and data["tokens_per_s"] == p.tokens_per_s
-    assert data["gpu"] == dict(p.gpu) and data["host_buffers"] == dict(p.host)
+    assert data["gpu"] == "rtx-4090" and data["gpu_buffers"] == dict(p.gpu) and data["host_buffers"] == dict(p.host)
     rc, out, _ = run(["offload", "--model", "llama-3.1-70b", "--gpu", "rtx-4090", "--ram", "16GB"], capsys)
     assert rc == 1 and "Does not fit: host memory" in out
     rc, _, err = run(["offload", "--model", "llama-3.1-70b", "--gpu", "rtx-4090", "--host", "ddr5"], capsys)
     assert rc == 2 and err.count("\n") == 1 and "ddr5-5600-2ch" in err
+
+
+def test_a_gguf_file_is_priced_tensor_by_tensor(capsys, tmp_path):
+    """--model file.gguf: the spec from the header, the model buffer and the split from the file's own tensors."""
+    from test_gguf_file import LLAMA, base_meta, model_tensors, write_gguf
+
+    path = tmp_path / "tiny.gguf"
+    write_gguf(path, "llama", base_meta(LLAMA), model_tensors(LLAMA), LLAMA["V"])
+    g = vl.read_gguf(str(path))
+    rc, out, _ = run(["llamacpp", "--model", str(path), "--gpu", "rtx-4090", "--n-ctx", "512", "--json"], capsys)
+    data = json.loads(out)
+    assert rc == 0 and data["buffers"]["model buffer"] == g.weights_bytes == sum(t.n_bytes for t in g.tensors)
+    rc, out, _ = run(["offload", "--model", str(path), "--gpu", "rtx-4090", "--n-gpu-layers", "2", "--json"], capsys)
+    data = json.loads(out)
+    lw = g.layer_weights()
+    assert data["gpu_buffers"]["model buffer"] == lw[1][1][0] + dict(lw[0])["lm_head"] + dict(lw[0])["norm"]
+    assert data["host_buffers"]["model buffer"] == lw[1][0][0] + dict(lw[0])["embed"]

@@ -141,6 +141,25 @@ class GGUFModel:
                 out[t.kind] = out.get(t.kind, 0) + t.n_bytes
         return out
 
+    def layer_weights(self) -> list:
+        """The file's tensors in the shape :func:`vramlib.memory.inference.layer_weights_of` gives for a format:
+        ``[outside, layers]`` -- ``outside`` as ``[kind, bytes]`` (embed: ``token_embd``; lm_head: ``output``, or
+        the embeddings again when tied, as llama.cpp duplicates them for the output layer; norm: ``output_norm``
+        and any other tensor outside the blocks), ``layers`` one ``[bytes, routed-expert bytes (the *_exps
+        tensors), largest tensor's bytes]`` per block -- so a split prices the file tensor by tensor."""
+        outside = self.non_layer_bytes()
+        embed = outside.pop("token_embd", 0)
+        head = outside.pop("output", embed)
+        layers: dict[int, list[int]] = {}
+        for t in self.tensors:
+            if t.layer is not None:
+                x = layers.setdefault(t.layer, [0, 0, 0])
+                x[0] += t.n_bytes
+                x[1] += t.n_bytes if t.kind.endswith("_exps") else 0
+                x[2] = max(x[2], t.n_bytes)
+        return [[["embed", embed], ["lm_head", head], ["norm", sum(outside.values())]],
+                [layers[i] for i in sorted(layers)]]
+
     def bytes_by_type(self) -> dict[str, int]:
         """Stored bytes by ggml type (``{"Q4_K": ..., "Q6_K": ..., "F32": ...}``), largest first."""
         out: dict[str, int] = {}

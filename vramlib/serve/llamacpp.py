@@ -42,6 +42,7 @@ Used in: chapters 7 and 16.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from fractions import Fraction
 
 import sympy as sp
@@ -306,8 +307,16 @@ class LlamaCppConfig(Settings):
                 "z_uni": int(self.kv_unified)}
 
 
-def _model_buffer(m: ModelSpec, weights: str) -> int:
-    """The weights, with float files' 1-D tensors in f32 as llama.cpp's converter writes them."""
+def weights_label(weights) -> str:
+    """A format's name, or a GGUF file's name (``vl.read_gguf``'s result), for titles."""
+    return Path(weights.path).name if hasattr(weights, "path") else str(weights)
+
+
+def _model_buffer(m: ModelSpec, weights) -> int:
+    """The weights, with float files' 1-D tensors in f32 as llama.cpp's converter writes them; a GGUF file read with
+    ``vl.read_gguf``: the bytes its tensors store."""
+    if hasattr(weights, "weights_bytes"):
+        return weights.weights_bytes
     total = weights_bytes(m, weights)
     if weights in ("fp16", "bf16"):
         g = m.param_groups()
@@ -351,7 +360,8 @@ def llamacpp_memory(model: ModelSpec | str, weights: str = "q4_k_m", config: Lla
     kv, compute, output, s = llamacpp_buffers(m.view(), Fields(c), False)
     return Breakdown({"model buffer": _model_buffer(m, weights), "kv cache": kv, "compute buffer": compute,
                       "output buffer": output},
-                     title=f"{m.name} in llama.cpp: {weights}, n_ctx {c.n_ctx:,}, K {c.type_k} / V {c.type_v}, "
+                     title=f"{m.name} in llama.cpp: {weights_label(weights)}, n_ctx {c.n_ctx:,}, K {c.type_k} / "
+                           f"V {c.type_v}, "
                            f"flash attention {'on' if c.flash_attn else 'off'}", notes=_notes(m, c, s))
 
 

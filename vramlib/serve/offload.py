@@ -46,7 +46,7 @@ from ..core.units import bytes_text, gb, parse_memory
 from ..memory.breakdown import Breakdown
 from ..memory.inference import layer_weights_of, weights_bytes
 from ..solve.feasibility import largest_fitting
-from .llamacpp import CTX_PAD, LlamaCppConfig, gpu_budget, llamacpp_buffers, llamacpp_swa
+from .llamacpp import CTX_PAD, LlamaCppConfig, gpu_budget, llamacpp_buffers, llamacpp_swa, weights_label
 
 B_g, B_h, W_g, W_h = sp.symbols("B_g B_h W_g W_h", positive=True)
 
@@ -216,12 +216,12 @@ def most_gpu_layers(m, lw, bufs, cpu_moe, budget):
 
 
 @portable
-def offload_core(m, p, c, choice, side):
-    """The whole split for the static book and :func:`offload_plan`: a model view, a format view ``p``, a
-    LlamaCppConfig's fields ``c``, ``choice`` = [n_gpu_layers (None: the most that fit), cpu_moe, tokens in
-    context] and ``side`` = {budget, gpu_gb_s, host_gb_s}. Returns the split (:func:`llamacpp_split`) with ``ngl``,
-    ``read`` ([GPU, host] bytes per token, KV included) and ``rate`` ([seconds, tokens/s])."""
-    lw = layer_weights_of(m, p)
+def offload_core(m, lw, c, choice, side):
+    """The whole split for the static book and :func:`offload_plan`: a model view, its weights layer by layer ``lw``
+    (:func:`~vramlib.memory.inference.layer_weights_of`, or a GGUF file's own), a LlamaCppConfig's fields ``c``,
+    ``choice`` = [n_gpu_layers (None: the most that fit), cpu_moe, tokens in context] and ``side`` = {budget,
+    gpu_gb_s, host_gb_s}. Returns the split (:func:`llamacpp_split`) with ``ngl``, ``read`` ([GPU, host] bytes per
+    token, KV included) and ``rate`` ([seconds, tokens/s])."""
     bufs = llamacpp_buffers(m, c, True)
     ngl = choice[0]
     if ngl is None:
@@ -254,6 +254,17 @@ def offload_verdict(x, n_layers, gpu_budget, host_budget):
     return ("-ngl " + str(x["ngl"]) + ": " + where + "; " + gpu + ", " + host + ". Decode roofline: " +
             fmt_fixed(x["rate"][1], 1) + " tokens/s (" + bytes_text(q_ceil(x["read"][0]), 1) + " read on the GPU, " +
             bytes_text(q_ceil(x["read"][1]), 1) + " in host memory per token).")
+
+
+def _layer_weights(m: ModelSpec, weights) -> list:
+    """Layer-by-layer weights: a format name priced by its rules, or a GGUF file (``vl.read_gguf``) as stored."""
+    if hasattr(weights, "layer_weights"):
+        lw = weights.layer_weights()
+        if len(lw[1]) != m.n_layers:
+            raise InvalidValueError("weights", weights.path, f"the file has {len(lw[1])} blocks, {m.name} has "
+                                    f"{m.n_layers}: give the file's own spec (its .spec)")
+        return lw
+    return layer_weights_of(m.view(), precision_view(get_precision(weights, field="weights")))
 
 
 @dataclass(frozen=True)
@@ -334,10 +345,9 @@ def offload_plan(model: ModelSpec | str, gpu: GPU | str, weights: str = "q4_k_m"
     host = get_host(c.host)
     budget, how = gpu_budget(card)
     tokens = c.context_tokens or c.llamacpp.n_ctx
-    x = offload_core(m.view(), precision_view(get_precision(weights, field="weights")), Fields(c.llamacpp),
-                     [c.n_gpu_layers, c.cpu_moe, tokens],
+    x = offload_core(m.view(), _layer_weights(m, weights), Fields(c.llamacpp), [c.n_gpu_layers, c.cpu_moe, tokens],
                      {"budget": budget, "gpu_gb_s": card.bandwidth_gb_s, "host_gb_s": float(host.bandwidth_gb_s)})
-    title = f"{m.name} {weights} on {card.key} + {host.key}, -ngl {x['ngl']}"
+    title = f"{m.name} {weights_label(weights)} on {card.key} + {host.key}, -ngl {x['ngl']}"
     return OffloadPlan(
         n_gpu_layers=x["ngl"], n_layers=m.n_layers, layers_on_gpu=x["layers_on_gpu"], output_on_gpu=x["output_on_gpu"],
         gpu=Breakdown(dict(x["gpu"]), title=title + ": GPU"),
@@ -456,7 +466,7 @@ def device_plan(model: ModelSpec | str, device: str, weights: str = "q4_k_m", co
         budget, bw, name = c.host_ram - c.host_reserved, float(host.bandwidth_gb_s), host.name
         how = f"host RAM {c.host_ram:,} B less {c.host_reserved:,} B for the system"
     view = m.view()
-    lw = layer_weights_of(view, precision_view(get_precision(weights, field="weights")))
+    lw = _layer_weights(m, weights)
     bufs = llamacpp_buffers(view, Fields(c.llamacpp), True)
     x = llamacpp_split(view, lw, bufs, -1, False)       # every layer on the one device
     kv = decode_kv_read(view, bufs, x, c.context_tokens or c.llamacpp.n_ctx)
@@ -464,7 +474,8 @@ def device_plan(model: ModelSpec | str, device: str, weights: str = "q4_k_m", co
     rate = decode_rate(read, 0, bw, bw)
     parts = dict(x["gpu"])
     parts["output buffer"] = bufs[2]
-    return DevicePlan(device=device, memory=Breakdown(parts, title=f"{m.name} {weights} on {name}"), budget=budget,
+    return DevicePlan(device=device, memory=Breakdown(parts, title=f"{m.name} {weights_label(weights)} on {name}"),
+                      budget=budget,
                       read=int(read), gb_s=bw, tokens_per_s=rate[1],
                       notes=(f"budget: {how}", "decode roofline: an upper bound at the memory's announced bandwidth",
                              "llama.cpp at commit 0c1e57098; weights as a GGUF file stores them"))

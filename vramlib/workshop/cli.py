@@ -152,6 +152,17 @@ def _model(args):
         raise
 
 
+def _gguf_weights(args):
+    """``--weights``, or with ``--model file.gguf`` and no ``--weights`` the file itself (priced tensor by tensor)."""
+    if args.weights is None:
+        if isinstance(args.model, str) and args.model.lower().endswith(".gguf"):
+            from ..catalog.models import read_gguf
+
+            return read_gguf(args.model)
+        return "q4_k_m"
+    return args.weights
+
+
 def _emit(text: str) -> None:
     try:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -274,19 +285,19 @@ def cmd_max_context(args) -> int:
 def cmd_llamacpp(args) -> int:
     """llama.cpp's buffers for a model on one catalogue GPU (every layer offloaded) and the longest context."""
     from ..catalog.hardware import get_gpu
-    from ..serve.llamacpp import GPU_BUFFERS, gpu_budget, llamacpp_max_ctx, llamacpp_memory
+    from ..serve.llamacpp import GPU_BUFFERS, gpu_budget, llamacpp_max_ctx, llamacpp_memory, weights_label
     from .report import breakdown_text
 
-    m, card = _model(args), get_gpu(args.gpu)
+    m, card, weights = _model(args), get_gpu(args.gpu), _gguf_weights(args)
     kw = dict(n_ctx=args.n_ctx, n_batch=args.n_batch, n_ubatch=args.n_ubatch, flash_attn=not args.no_flash_attn,
               type_k=args.type_k, type_v=args.type_v, n_seq=args.parallel)
-    bd = llamacpp_memory(m, args.weights, **kw)
+    bd = llamacpp_memory(m, weights, **kw)
     budget, where = gpu_budget(card)
     on_gpu = sum(bd[x] for x in GPU_BUFFERS)
-    longest = llamacpp_max_ctx(m, card, args.weights, **{k: v for k, v in kw.items() if k != "n_ctx"})
+    longest = llamacpp_max_ctx(m, card, weights, **{k: v for k, v in kw.items() if k != "n_ctx"})
     ok = on_gpu <= budget
     if args.json:
-        _emit(json.dumps({"model": m.name, "gpu": card.key, "weights": args.weights, "settings": kw,
+        _emit(json.dumps({"model": m.name, "gpu": card.key, "weights": weights_label(weights), "settings": kw,
                           "buffers": dict(bd), "on_gpu_bytes": on_gpu, "gpu_budget_bytes": budget,
                           "fits": ok, "longest_n_ctx": longest, "notes": list(bd.notes)}, indent=2))
         return EXIT_FITS if ok else EXIT_DOES_NOT_FIT
@@ -301,25 +312,26 @@ def cmd_llamacpp(args) -> int:
 def cmd_offload(args) -> int:
     """A model split between a GPU and host memory as llama.cpp splits it (-ngl), and the decode roofline."""
     from ..catalog.hardware import get_gpu
-    from ..serve.llamacpp import LlamaCppConfig
+    from ..serve.llamacpp import LlamaCppConfig, weights_label
     from ..serve.offload import offload_plan
     from .report import breakdown_text
 
     m, card = _model(args), get_gpu(args.gpu)
     ctx = LlamaCppConfig(n_ctx=args.n_ctx, flash_attn=not args.no_flash_attn, type_k=args.type_k,
                          type_v=args.type_v)
-    p = offload_plan(m, card, args.weights, host=args.host, host_ram=args.ram, n_gpu_layers=args.n_gpu_layers,
+    weights = _gguf_weights(args)
+    p = offload_plan(m, card, weights, host=args.host, host_ram=args.ram, n_gpu_layers=args.n_gpu_layers,
                      cpu_moe=args.cpu_moe, llamacpp=ctx)
     ok = p.fits_gpu and p.fits_host
     if args.json:
-        _emit(json.dumps({"model": m.name, "gpu": card.key, "weights": args.weights, "host": args.host,
+        _emit(json.dumps({"model": m.name, "gpu": card.key, "weights": weights_label(weights), "host": args.host,
                           "n_gpu_layers": p.n_gpu_layers, "layers_on_gpu": p.layers_on_gpu,
-                          "output_on_gpu": p.output_on_gpu, "gpu": dict(p.gpu), "host_buffers": dict(p.host),
+                          "output_on_gpu": p.output_on_gpu, "gpu_buffers": dict(p.gpu), "host_buffers": dict(p.host),
                           "gpu_budget_bytes": p.gpu_budget, "host_budget_bytes": p.host_budget, "fits": ok,
                           "read_gpu_bytes": p.read_gpu, "read_host_bytes": p.read_host,
                           "tokens_per_s": p.tokens_per_s, "notes": list(p.notes)}, indent=2))
         return EXIT_FITS if ok else EXIT_DOES_NOT_FIT
-    lines = [f"{m.name} {args.weights} on {card.key} + {args.host} ({args.ram}): -ngl {p.n_gpu_layers}, "
+    lines = [p.gpu.title.rsplit(": GPU", 1)[0] + f" ({args.ram}): -ngl {p.n_gpu_layers}, "
              f"{p.layers_on_gpu} of {m.n_layers} blocks" + (" and the output layer" if p.output_on_gpu else "") +
              " on the GPU", "", "GPU:", breakdown_text(p.gpu), f"  budget {p.gpu_budget:,} bytes", "",
              "Host:", breakdown_text(p.host), f"  budget {p.host_budget:,} bytes", ""]
@@ -650,7 +662,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "bytes (vl.llamacpp_memory), whether they fit the card, and the longest context.")
     _model_args(p)
     p.add_argument("--gpu", required=True, help="a catalogue GPU (see 'vramlib gpus')")
-    p.add_argument("--weights", default="q4_k_m", help="the GGUF file's format (default q4_k_m)")
+    p.add_argument("--weights", default=None, help="the GGUF file's format (default q4_k_m; with --model file.gguf, "
+                                                   "the file's own tensors)")
     p.add_argument("--n-ctx", type=_POSITIVE, default=8192, help="-c: context (default 8192)")
     p.add_argument("--n-batch", type=_POSITIVE, default=2048, help="-b: logical batch (default 2048)")
     p.add_argument("--n-ubatch", type=_POSITIVE, default=512, help="-ub: micro-batch (default 512)")
@@ -667,7 +680,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(vl.offload_plan, chapter 17).")
     _model_args(p)
     p.add_argument("--gpu", required=True, help="a catalogue GPU (see 'vramlib gpus')")
-    p.add_argument("--weights", default="q4_k_m", help="the GGUF file's format (default q4_k_m)")
+    p.add_argument("--weights", default=None, help="the GGUF file's format (default q4_k_m; with --model file.gguf, "
+                                                   "the file's own tensors)")
     p.add_argument("--host", default="ddr5-5600-2ch", help="host memory: " + ", ".join(_hosts()))
     p.add_argument("--ram", default="64GB", help="installed RAM (default 64GB)")
     p.add_argument("--n-gpu-layers", type=int, default=None, help="-ngl (default: the most that fit; -1: all)")

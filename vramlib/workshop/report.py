@@ -133,11 +133,13 @@ def _is_path(spec: object) -> bool:
 
 
 def load_model(spec: str | ModelSpec, heads: int | None = None, kv_heads: int | None = None) -> ModelSpec:
-    """A catalogue name (``"llama-2-13b"``), a path to a Hugging Face ``config.json`` (or its folder), or a Hub id
-    (``"Qwen/Qwen3-8B"``, when no such path exists: :meth:`ModelSpec.from_pretrained`);
-    ``heads``/``kv_heads`` change the attention heads as the chapters' panels do."""
+    """A catalogue name (``"llama-2-13b"``), a path to a Hugging Face ``config.json`` (or its folder), a GGUF file
+    (``*.gguf``: :meth:`ModelSpec.from_gguf`), or a Hub id (``"Qwen/Qwen3-8B"``, when no such path exists:
+    :meth:`ModelSpec.from_pretrained`); ``heads``/``kv_heads`` change the attention heads as the chapters' panels do."""
     if isinstance(spec, ModelSpec):
         m = spec
+    elif isinstance(spec, str) and spec.lower().endswith(".gguf"):
+        m = ModelSpec.from_gguf(spec)
     elif is_hub_id(spec) and not Path(spec).exists():  # Org/Name: its config.json from the Hub (or the cache)
         m = ModelSpec.from_pretrained(spec)
     elif _is_path(spec):

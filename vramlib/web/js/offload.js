@@ -26,7 +26,7 @@
     var ngl = a.n_gpu_layers === K.AUTO ? null : VL.checkPositiveInt("n_gpu_layers", a.n_gpu_layers, true);
     var c = llamaConfig(a);
     var budget = PY.gpu_budget_of(card);
-    var x = PY.offload_core(m, VL.getPrecision(a.weights, "weights"), c, [ngl, !!a.cpu_moe, c.n_ctx],
+    var x = PY.offload_core(m, PY.layer_weights_of(m, VL.getPrecision(a.weights, "weights")), c, [ngl, !!a.cpu_moe, c.n_ctx],
       { budget: budget, gpu_gb_s: card.bandwidth_gb_s, host_gb_s: host.bandwidth_gb_s });
     return [new VL.Breakdown(x.gpu, m.name + " " + a.weights + " on " + card.key + " + " + a.host + ", -ngl " + x.ngl +
       ": GPU"), budget, PY.offload_verdict(x, m.spec.n_layers, budget, ram - reserved)];
