@@ -154,3 +154,15 @@ def test_device_max_ctx_is_the_largest_that_fits_and_the_fit_map_reads_it():
     rows = device_fit_map(["llama-3.1-70b", "llama-3.1-8b"], ["m4-max-64gb"], ["q4_k_m"])
     assert [r["max context"] for r in rows][0] == n
     assert rows[1]["usable context"] == vl.get_model("llama-3.1-8b").max_context < rows[1]["max context"]
+
+
+def test_recommend_devices_lists_every_kind_fastest_first():
+    from vramlib.serve.offload import recommend_devices
+
+    rows = recommend_devices("llama-3.1-70b", "q4_k_m", host_ram="64GB")
+    assert [r["tokens/s"] for r in rows] == sorted((r["tokens/s"] for r in rows), reverse=True)
+    assert {r["kind"] for r in rows} == {"GPU", "GPU + host", "Mac", "CPU"}
+    by = {r["device"]: r for r in rows}
+    assert by["rtx-4090"]["tokens/s"] == offload_plan("llama-3.1-70b", "rtx-4090", "q4_k_m", host_ram="64GB").tokens_per_s
+    assert by["m4-max-64gb"]["tokens/s"] == vl.device_plan("llama-3.1-70b", "m4-max-64gb", "q4_k_m").tokens_per_s
+    assert "m4-pro-48gb" not in by          # Metal's working set is too small: left out

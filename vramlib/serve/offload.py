@@ -518,7 +518,35 @@ def device_fit_map(models: list[str], devices: list[str], precisions: list[str],
     return rows
 
 
+@checked_call
+def recommend_devices(model: ModelSpec | str, weights: str = "q4_k_m", config: OffloadConfig | None = None,
+                      **settings) -> list[dict]:
+    """Every catalogue device that runs ``model`` in llama.cpp at the config's context, fastest decode first: each
+    GPU (every layer on it, or split with the config's host memory and RAM: :func:`offload_plan`), each Mac
+    (:func:`device_plan` under Metal's working set) and each host memory alone (the config's RAM). A row: device,
+    kind ("GPU", "GPU + host", "Mac", "CPU"), -ngl for GPUs, GB on the device, the roofline's tokens/s, the
+    hourly price where the catalogue has one; devices where it does not fit are left out."""
+    from ..catalog.hardware import list_gpus
+
+    m = get_model(model)
+    c = OffloadConfig.build("recommend_devices", config, settings, field="config", also=("model", "weights"))
+    rows = []
+    for card in list_gpus():
+        p = offload_plan(m, card, weights, c)
+        if p.fits_gpu and p.fits_host:
+            whole = p.output_on_gpu and p.layers_on_gpu == m.n_layers
+            rows.append({"device": card.key, "kind": "GPU" if whole else "GPU + host", "-ngl": p.n_gpu_layers,
+                         "GB on the device": gb(p.gpu.total), "tokens/s": p.tokens_per_s,
+                         "USD/hour": card.price_per_hour_usd})
+    for key in list(MACS) + list(HOSTS):
+        d = device_plan(m, key, weights, c)
+        if d.fits:
+            rows.append({"device": key, "kind": "Mac" if key in MACS else "CPU", "-ngl": None,
+                         "GB on the device": gb(d.memory.total), "tokens/s": d.tokens_per_s, "USD/hour": None})
+    return sorted(rows, key=lambda r: -r["tokens/s"])
+
+
 __all__ = ["ACCELERATE_SHARE", "decode_kv_read", "decode_rate", "DECODE_SECONDS", "device_fit_map", "device_max_ctx",
            "device_plan", "DevicePlan", "llamacpp_split", "most_gpu_layers", "offload_core", "offload_plan",
            "OFFLOAD_RUNTIMES", "offload_sweep", "offload_verdict", "OffloadConfig", "OffloadPlan",
-           "OP_OFFLOAD_MIN_BATCH", "QUANTIZER_SHARE_FORMATS"]
+           "OP_OFFLOAD_MIN_BATCH", "QUANTIZER_SHARE_FORMATS", "recommend_devices"]
