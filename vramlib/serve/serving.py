@@ -20,6 +20,16 @@ cost) and 8 (the vLLM budget against nvidia-smi).
   ``get_num_blocks = available_memory // page_size // num_layers``; the log prints
   ``GPU KV cache size: num_blocks * block_size tokens`` and ``Maximum concurrency for max_model_len
   tokens per request: num_blocks / cdiv(max_model_len, block_size)``.
+* Sliding-window and hybrid models (vLLM 0.11.0, ``vllm/v1/core/kv_cache_utils.py``; docs/runtime-rules.md 1.3): a
+  model whose every layer slides with one window is one group (``is_kv_cache_spec_uniform``), blocks as above; a model
+  of sliding and full layers is split by ``_get_kv_cache_groups_uniform_page_size`` into groups of ``group_size = min``
+  (layers per type) layers (``layers[i::cdiv(n, group_size)]``), and ``get_kv_cache_config_from_groups`` makes
+  ``num_blocks = available // page_size // max(len(group))`` (one pool for all groups), logging ``num_blocks //
+  len(kv_cache_groups) * block_size`` tokens; a request holds per sliding group ``cdiv(min(window - 1 +
+  max_num_batched_tokens, T), block) + 1`` blocks (``SlidingWindowSpec.max_memory_usage_bytes``), per full group
+  ``cdiv(T, block)``, and the logged concurrency is ``num_blocks`` over their sum
+  (``get_max_concurrency_for_kv_cache_config``). KV_GROUPS ... MAX_LEN_KV_BYTES. Mamba, chunked-local and MLA layers
+  are refused in one line.
 * CUDA graphs: up to vLLM 0.20 they were captured *after* the KV cache was allocated, in the
   ``1 - gpu_memory_utilization`` headroom ("``memory_profiling`` does not consider CUDAGraph memory
   size", gpu_worker.py); since v0.21 vLLM estimates the graph pool and takes it out of the KV budget
@@ -75,6 +85,7 @@ __all__ = [
     "Roofline",
     "ServingCapacity",
     "ServingConfig",
+    "serving_refusal",
     "bits_per_weight",
     "cost_per_million_tokens",
     "crossover_batch",
@@ -162,6 +173,58 @@ KV_TOKENS = N_blk * blk
 
 MAX_CONCURRENCY = N_blk / sp.ceiling(T_req / blk)
 """'Maximum concurrency for T tokens per request: ...x' (a fraction; whole requests are its floor)."""
+
+# --- sliding-window and hybrid models (vLLM 0.11 V1, vllm/v1/core/kv_cache_utils.py; docs/runtime-rules.md 1.3) -----
+L_sw = sp.Symbol("L_sw", integer=True, **_nn)     # sliding-window attention layers
+L_fa = sp.Symbol("L_fa", integer=True, **_nn)     # full-attention layers
+L_grp = sp.Symbol("L_grp", integer=True, **_pos)  # layers per KV-cache group (vLLM's group_size)
+W_sw = sp.Symbol("W_sw", integer=True, **_pos)    # sliding_window
+T_mx = sp.Symbol("T_max", integer=True, **_pos)   # max_model_len (the same symbol as the extras' T_max)
+
+KV_GROUP_LAYERS = sp.Min(L_sw, L_fa)
+"""Layers per group of a hybrid model: ``_get_kv_cache_groups_uniform_page_size`` takes ``group_size = min(len(layers)
+for each attention type)`` (the "1" of an n:1 pattern). A model of one type (all full, or all sliding with one window:
+``is_kv_cache_spec_uniform``) is one group of all its layers (L_grp = L)."""
+
+SLIDING_GROUPS = sp.ceiling(L_sw / L_grp)
+"""Groups of sliding layers: ``num_groups = cdiv(len(layers), group_size)``, group i = ``layers[i::num_groups]`` (the
+last groups one layer short: "padding layers")."""
+
+FULL_GROUPS = sp.ceiling(L_fa / L_grp)
+"""Groups of full-attention layers (same rule)."""
+
+KV_GROUPS = SLIDING_GROUPS + FULL_GROUPS
+"""``len(kv_cache_groups)``: Gemma-3-27B (52 sliding + 10 full) 6 + 1 = 7; Gemma-2 (21 + 21) 2; an all-sliding or
+all-full model 1."""
+
+PAGE_BYTES = 2 * blk * KV_HEADS_PER_GPU * d * b_kv
+"""``AttentionSpec.page_size_bytes``: one layer's page of one block (the same for full and sliding layers)."""
+
+GROUP_BLOCK_BYTES = PAGE_BYTES * L_grp
+"""One block id across the ``group_size`` shared tensors (each holds one layer of every group): page x L_grp
+(= BLOCK_BYTES for one group of all L layers)."""
+
+GROUP_NUM_BLOCKS = sp.floor(K_av / GROUP_BLOCK_BYTES)
+"""``get_num_blocks``: ``int(available_memory // page_size // group_size)``, one pool shared by every group."""
+
+GROUP_KV_TOKENS = sp.floor(N_blk / KV_GROUPS) * blk
+"""'GPU KV cache size: ... tokens': ``num_blocks // len(kv_cache_groups) * min_block_size``."""
+
+SLIDING_REQUEST_BLOCKS = sp.ceiling(sp.Min(W_sw - 1 + N_bt, T_req) / blk) + 1
+"""Blocks one request of T_req tokens holds in a sliding group at most (``SlidingWindowSpec.max_memory_usage_bytes`` /
+page: the last ``sliding_window - 1`` computed tokens plus a chunk of ``max_num_batched_tokens``, +1 for a window that
+starts inside a block)."""
+
+REQUEST_BLOCKS = SLIDING_GROUPS * SLIDING_REQUEST_BLOCKS + FULL_GROUPS * sp.ceiling(T_req / blk)
+"""Blocks one request holds over all groups (each group allocates its own from the shared pool):
+``get_max_concurrency_for_kv_cache_config``'s ``num_block_per_request``."""
+
+GROUP_CONCURRENCY = N_blk / REQUEST_BLOCKS
+"""'Maximum concurrency for T tokens per request': ``num_blocks / num_block_per_request``."""
+
+MAX_LEN_KV_BYTES = PAGE_BYTES * (L_sw * SLIDING_REQUEST_BLOCKS.subs(T_req, T_mx) + L_fa * sp.ceiling(T_mx / blk))
+"""``check_enough_kv_cache_memory``: one max_model_len request's cache summed over the layers (vLLM refuses to start
+when it exceeds the available memory)."""
 
 UNUSED_BYTES = sp.Add((1 - u) * (M - R_drv), -C_ctx, -(1 - g_cg) * G_cg, evaluate=False)
 """The headroom left after the CUDA context, NCCL and (up to vLLM 0.20) the CUDA graphs: what
@@ -498,6 +561,10 @@ class ServingCapacity:
     lora_slot_bytes: int = 0
     draft_weights_bytes: int = 0
     draft_block_bytes: int = 0
+    kv_groups: int = 1
+    kv_group_layers: int = 0
+    sliding_layers: int = 0
+    max_len_kv_bytes: int = 0
 
     @property
     def process_bytes(self) -> int:
@@ -533,11 +600,15 @@ def serving_verdict(c):
     head = c["model"] + " on " + str(c["tp"]) + " x " + c["gpu"] if c["tp"] > 1 else c["model"] + " on " + c["gpu"]
     if not c["starts"]:
         return head + ": vLLM would not start: " + "; ".join(c["problems"])
-    line = (head + ": " + fmt_fixed(c["num_blocks"], 0, True) + " blocks of " + str(c["block_size"]) + " tokens = " +
+    groups = " tokens = " if c["kv_groups"] == 1 else (" tokens shared by " + str(c["kv_groups"]) + " KV-cache groups = ")
+    line = (head + ": " + fmt_fixed(c["num_blocks"], 0, True) + " blocks of " + str(c["block_size"]) + groups +
             fmt_fixed(c["kv_tokens"], 0, True) + " tokens of KV cache (" + bytes_text(c["kv_cache_bytes"], 2) +
             " per GPU); " + fmt_fixed(c["max_concurrency"], 2, True) + "x concurrency for " +
             fmt_fixed(c["request_tokens"], 0, True) + "-token requests")
-    if not c["fits_max_model_len"]:
+    if not c["fits_max_model_len"] and c["sliding_layers"] > 0:
+        line += ("; but max_model_len " + fmt_fixed(c["max_model_len"], 0, True) + " does not fit (vLLM refuses it: one "
+                 "request's cache needs " + bytes_text(c["max_len_kv_bytes"], 2) + "; set a shorter --max-model-len)")
+    elif not c["fits_max_model_len"]:
         line += ("; but max_model_len " + fmt_fixed(c["max_model_len"], 0, True) + " does not fit (vLLM refuses it: set "
                  "--max-model-len <= " + fmt_fixed(c["kv_tokens"], 0, True) + ")")
     return line + "."
@@ -669,12 +740,14 @@ def serving_kv_capacity(m: ModelSpec | str, gpu: str | GPU, config: ServingConfi
     ``request_tokens`` (default ``max_model_len``, itself default the model's trained context) sets the
     concurrency; ``activation_peak`` replaces the estimate with a measured value; ``cuda_graph_accounting``
     is ``"budget"`` (vLLM >= 0.21) or ``"headroom"`` (vLLM 0.10-0.20). The Breakdown's components add up
-    to the card's memory as nvidia-smi reports it.
+    to the card's memory as nvidia-smi reports it. Sliding-window and hybrid models follow vLLM 0.11's KV-cache groups
+    (``kv_groups``, ``kv_group_layers``; ``kv_tokens`` is what vLLM logs); Mamba, chunked-local and MLA layers are
+    refused in one line (``serving_layers_problem``).
     """
     mm = get_model(m)
     card = get_gpu(gpu)
     cfg = ServingConfig.build("serving_kv_capacity", config, settings, field="config", also=("m", "gpu", "config"))
-    _require_uniform_full_attention(mm, "vLLM's KV budget")
+    raise_problem(serving_layers_problem(mm.view(), mm.uniform_problem(), "vLLM's KV budget"))
     _check_tp(mm, cfg.tp)
     kv_name = _kv_dtype(cfg.kv_dtype, cfg.weights, card)
     mem = cfg.memory_bytes()
@@ -738,6 +811,9 @@ share(LORA_SLOT_BYTES=LORA_SLOT_BYTES, AVAILABLE_KV_BYTES_EXTRAS=AVAILABLE_KV_BY
       DRAFT_BLOCK_BYTES=DRAFT_BLOCK_BYTES, BLOCKS_WITH_DRAFT_EXACT=NUM_BLOCKS_WITH_DRAFT.args[0],
       SHARED_PREFIX_BLOCKS=SHARED_PREFIX_BLOCKS, MAX_CONCURRENCY_SHARED=MAX_CONCURRENCY_SHARED,
       VLLM_LORA_RANKS=list(VLLM_LORA_RANKS), VLLM_LORA_DTYPES=dict(VLLM_LORA_DTYPES))
+share(KV_GROUP_LAYERS=KV_GROUP_LAYERS, KV_GROUPS=KV_GROUPS, GROUP_BLOCK_BYTES=GROUP_BLOCK_BYTES,
+      GROUP_BLOCKS_EXACT=GROUP_NUM_BLOCKS.args[0], GROUP_KV_TOKENS=GROUP_KV_TOKENS, GROUP_CONCURRENCY=GROUP_CONCURRENCY,
+      MAX_LEN_KV_BYTES=MAX_LEN_KV_BYTES)
 share_lazy(CONCURRENCY_AT=lambda: MAX_CONCURRENCY.subs(sp.ceiling(T_req / blk), sp.Symbol("B_req")))
 
 
@@ -817,8 +893,50 @@ def kv_budget(m, card, cfg, mem, sizes, draft):
                                                           "X_lora": x["lora"], "W_d": 0 if draft is None else draft["w"],
                                                           "A_peak": act, "N_nt": mem["non_torch_memory"], "g_cg": g_in,
                                                           "G_cg": graphs}))
+    max_len = s["max_context"] if cfg["max_model_len"] is None else cfg["max_model_len"]
+    req = max_len if cfg["request_tokens"] is None else cfg["request_tokens"]
+    lay = serving_layout(m)
+    if lay[0] > 0:
+        kv = sliding_group_blocks(s, cfg, shape, max(avail, 0), lay, [req, max_len])
+    else:
+        kv = full_attention_blocks(cfg, shape, max(avail, 0), draft, x, [req, max_len])
+    blocks = kv["blocks"]
+    return {"util": util, "r_drv": r_drv, "ctx": mem["cuda_context"], "nccl": mem["nccl_memory"], "graphs": graphs,
+            "nt": mem["non_torch_memory"], "g_in_budget": g_in, "lora": x["lora"], "draft_w": x["draft_w"],
+            "w_gpu": q_ceil(ev("WEIGHTS_PER_GPU", None, {"W": w_total, "n_tp": tp})), "act": act,
+            "cuda_total": q_int(ev("CUDA_TOTAL_BYTES", None, {"M": cap, "R_drv": r_drv})),
+            "requested": q_int(ev("REQUESTED_BYTES", None, {"u": util, "M": cap, "R_drv": r_drv})), "avail": avail,
+            "kv_heads": q_int(ev("SERVING_KV_HEADS", None, {"n_kv": s["n_kv_heads"], "n_tp": tp})),
+            "blk_bytes": kv["blk_bytes"], "blocks": blocks, "draft_blk": x["draft_blk"], "tokens": kv["tokens"],
+            "max_len": max_len, "req": req, "conc": kv["conc"], "kv_bytes": blocks * kv["blk_bytes"], "fits": kv["fits"],
+            "groups": kv["groups"], "grp": kv["grp"], "sliding": lay[0], "need": kv["need"],
+            "headroom": ev("UNUSED_BYTES", None, {"u": util, "M": cap, "R_drv": r_drv,
+                                                  "C_ctx": mem["cuda_context"] + mem["nccl_memory"], "g_cg": g_in,
+                                                  "G_cg": graphs})}
+
+
+@portable
+def serving_layout(m):
+    """[sliding-window layers, full-attention layers] of a model (its layer kinds, ``m["layers"]``; the budget's layer
+    check, ``serving_layers_problem``, let through only those two mixers)."""
+    n_sw = 0
+    n_fa = 0
+    for k in m["layers"]:
+        if k[1] == "sliding":
+            n_sw += k[0]
+        else:
+            n_fa += k[0]
+    return [n_sw, n_fa]
+
+
+@portable
+def full_attention_blocks(cfg, shape, k_avail, draft, x, lens):
+    """{blocks, blk_bytes, tokens, conc, fits, groups, grp, need} of a full-attention model (``lens`` = [request tokens,
+    max_model_len]): one group of all its layers (and the drafter's, whose pages join every block), NUM_BLOCKS,
+    KV_TOKENS, ``serving_concurrency``; ``need`` is one max_model_len request's cache (``check_enough_kv_cache_memory``),
+    it fits when the tokens reach max_model_len."""
     k_shape = dict(shape)
-    k_shape["K_avail"] = max(avail, 0)
+    k_shape["K_avail"] = k_avail
     if draft is None:
         blocks = max(0, q_floor(ev("BLOCKS_EXACT", None, k_shape)))
     else:
@@ -828,21 +946,41 @@ def kv_budget(m, card, cfg, mem, sizes, draft):
         k_shape["L_d"] = ds["n_layers"]
         blocks = max(0, q_floor(ev("BLOCKS_WITH_DRAFT_EXACT", None, k_shape)))
     blk_bytes = q_ceil(ev("BLOCK_BYTES", None, shape)) + x["draft_blk"]
-    max_len = s["max_context"] if cfg["max_model_len"] is None else cfg["max_model_len"]
-    req = max_len if cfg["request_tokens"] is None else cfg["request_tokens"]
-    conc = serving_concurrency(cfg, blocks, req, max_len, 0 if draft is None else 1)
-    return {"util": util, "r_drv": r_drv, "ctx": mem["cuda_context"], "nccl": mem["nccl_memory"], "graphs": graphs,
-            "nt": mem["non_torch_memory"], "g_in_budget": g_in, "lora": x["lora"], "draft_w": x["draft_w"],
-            "w_gpu": q_ceil(ev("WEIGHTS_PER_GPU", None, {"W": w_total, "n_tp": tp})), "act": act,
-            "cuda_total": q_int(ev("CUDA_TOTAL_BYTES", None, {"M": cap, "R_drv": r_drv})),
-            "requested": q_int(ev("REQUESTED_BYTES", None, {"u": util, "M": cap, "R_drv": r_drv})), "avail": avail,
-            "kv_heads": q_int(ev("SERVING_KV_HEADS", None, {"n_kv": s["n_kv_heads"], "n_tp": tp})),
-            "blk_bytes": blk_bytes, "blocks": blocks, "draft_blk": x["draft_blk"],
-            "tokens": q_int(ev("KV_TOKENS", None, {"N_blocks": blocks, "b_blk": blk})), "max_len": max_len, "req": req,
-            "conc": conc, "kv_bytes": blocks * blk_bytes,
-            "headroom": ev("UNUSED_BYTES", None, {"u": util, "M": cap, "R_drv": r_drv,
-                                                  "C_ctx": mem["cuda_context"] + mem["nccl_memory"], "g_cg": g_in,
-                                                  "G_cg": graphs})}
+    tokens = q_int(ev("KV_TOKENS", None, {"N_blocks": blocks, "b_blk": cfg["block_size"]}))
+    return {"blocks": blocks, "blk_bytes": blk_bytes, "tokens": tokens,
+            "conc": serving_concurrency(cfg, blocks, lens[0], lens[1], 0 if draft is None else 1),
+            "fits": tokens >= lens[1], "groups": 1, "grp": shape["L"],
+            "need": blk_bytes * q_ceil(q_div(lens[1], cfg["block_size"]))}
+
+
+@portable
+def sliding_group_blocks(s, cfg, shape, k_avail, lay, lens):
+    """The same for a model with sliding-window layers (``lay``: ``serving_layout``), as vLLM 0.11's hybrid KV-cache
+    manager (on by default) allocates it: layers in KV_GROUPS groups of L_grp layers (KV_GROUP_LAYERS; one group of all
+    layers when every layer slides), one pool of GROUP_NUM_BLOCKS blocks, GROUP_KV_TOKENS logged, GROUP_CONCURRENCY,
+    MAX_LEN_KV_BYTES against the available memory. A shared prefix or a drafter is refused in one line."""
+    if cfg["shared_prefix_tokens"] > 0:
+        raise_problem(["shared_prefix_tokens", cfg["shared_prefix_tokens"], "prefix caching is modelled for "
+                       "full-attention models; " + s["name"] + " has sliding-window layers (their cache hits keep only "
+                       "the window's blocks, not modelled)"])
+    if cfg["draft_model"] is not None:
+        raise_problem(["draft_model", cfg["draft_model"], "a drafter is modelled for full-attention targets; " +
+                       s["name"] + " has sliding-window layers (the drafter's layers would form their own KV-cache "
+                       "groups, not modelled)"])
+    v = dict(shape)
+    v["K_avail"] = k_avail
+    v["L_sw"] = lay[0]
+    v["L_fa"] = lay[1]
+    v["L_grp"] = q_int(ev("KV_GROUP_LAYERS", None, v)) if lay[1] > 0 else lay[0]
+    v["W_sw"] = s["sliding_window"]
+    v["N_bt"] = cfg["max_num_batched_tokens"]
+    v["T_req"] = lens[0]
+    v["T_max"] = lens[1]
+    v["N_blocks"] = max(0, q_floor(ev("GROUP_BLOCKS_EXACT", None, v)))
+    need = q_int(ev("MAX_LEN_KV_BYTES", None, v))
+    return {"blocks": v["N_blocks"], "blk_bytes": q_int(ev("GROUP_BLOCK_BYTES", None, v)),
+            "tokens": q_int(ev("GROUP_KV_TOKENS", None, v)), "conc": ev("GROUP_CONCURRENCY", None, v),
+            "fits": need <= k_avail, "groups": q_int(ev("KV_GROUPS", None, v)), "grp": v["L_grp"], "need": need}
 
 
 def _start_problems(card: GPU, cfg: ServingConfig, kv_name: str, b: dict) -> list[str]:
@@ -890,7 +1028,24 @@ def _serving_breakdown(mm: ModelSpec, card: GPU, cfg: ServingConfig, kv_name: st
     if cfg.activation_peak is None:
         notes.append("activation peak estimated (forward pass over max_num_batched_tokens vs. the sampler over "
                      "max_num_seqs requests); vLLM measures it.")
-    return Breakdown(dict(parts), title=title, notes=tuple(notes + _extras_notes(cfg, card, b)))
+    notes += _sliding_notes(mm, cfg, b) + _extras_notes(cfg, card, b)
+    return Breakdown(dict(parts), title=title, notes=tuple(notes))
+
+
+def _sliding_notes(mm: ModelSpec, cfg: ServingConfig, b: dict) -> list[str]:
+    """How vLLM 0.11 groups a model with sliding-window layers (none for a full-attention model)."""
+    if not b["sliding"]:
+        return []
+    vals = dict(L_sw=b["sliding"], L_fa=mm.n_layers - b["sliding"], L_grp=b["grp"], W_sw=mm.sliding_window,
+                N_bt=cfg.max_num_batched_tokens, T_req=b["req"], b_blk=cfg.block_size)
+    per_req = F.evaluate(REQUEST_BLOCKS, **{k: vals[k] for k in F.argument_names(REQUEST_BLOCKS)})
+    hybrid = b["sliding"] < mm.n_layers
+    how = (f"{b['groups']} KV-cache groups of up to {b['grp']} layers (the hybrid KV-cache manager, on by default), one "
+           f"pool of {b['blocks']:,} blocks of {b['grp']} pages; vLLM logs num_blocks // {b['groups']} x block_size "
+           "tokens" if hybrid else "one KV-cache group of every layer")
+    return [f"{b['sliding']} of {mm.n_layers} layers keep a {mm.sliding_window:,}-token sliding window: {how}; a "
+            f"{b['req']:,}-token request holds up to {per_req:,} blocks (min(window - 1 + max_num_batched_tokens, "
+            "request) tokens + 1 block per sliding group, the whole request per full group)."]
 
 
 def _extras_notes(cfg: ServingConfig, card: GPU, b: dict) -> list[str]:
@@ -954,20 +1109,23 @@ def _capacity_result(mm: ModelSpec, card: GPU, cfg: ServingConfig, kv_name: str,
         max_concurrent_requests=c["max_concurrent_requests"], starts=c["starts"],
         fits_max_model_len=c["fits_max_model_len"], breakdown=_serving_breakdown(mm, card, cfg, kv_name, b),
         problems=tuple(problems), lora_slot_bytes=b["lora"], draft_weights_bytes=b["draft_w"],
-        draft_block_bytes=b["draft_blk"],
+        draft_block_bytes=b["draft_blk"], kv_groups=c["kv_groups"], kv_group_layers=c["kv_group_layers"],
+        sliding_layers=c["sliding_layers"], max_len_kv_bytes=c["max_len_kv_bytes"],
     )
 
 
 @portable
 def capacity_summary(model, gpu, tp, block_size, b, problems):
     """What the verdict reads of a budget (``kv_budget``): blocks, tokens, the cache's bytes, concurrency (and
-    whole requests), whether vLLM starts and whether max_model_len fits."""
+    whole requests), whether vLLM starts and whether max_model_len fits; the KV-cache groups (groups, layers per group,
+    sliding layers) and one max_model_len request's cache."""
     starts = not len(problems)
     return {"model": model, "gpu": gpu, "tp": tp, "block_size": block_size, "num_blocks": b["blocks"],
             "kv_tokens": b["tokens"], "kv_cache_bytes": b["kv_bytes"], "max_model_len": b["max_len"],
             "request_tokens": b["req"], "max_concurrency": q_float(b["conc"]),
             "max_concurrent_requests": q_floor(b["conc"]), "starts": starts,
-            "fits_max_model_len": starts and b["tokens"] >= b["max_len"], "problems": problems}
+            "fits_max_model_len": starts and b["fits"], "problems": problems, "kv_groups": b["groups"],
+            "kv_group_layers": b["grp"], "sliding_layers": b["sliding"], "max_len_kv_bytes": b["need"]}
 
 
 @dataclass(frozen=True)
@@ -1018,8 +1176,9 @@ def cost_per_million_tokens(tokens_per_s: float, gpu: str | GPU, n_gpus: int = 1
 
 
 def _require_uniform_full_attention(mm: ModelSpec, what: str) -> None:
-    """The serving budget and the roofline read one uniform full-attention layer (every layer's cache grows by the
-    same bytes per token): a model with sliding, chunked, MLA or Mamba layers is one line, not a wrong number."""
+    """The roofline (and a drafter's KV pages) read one uniform full-attention layer (every layer's cache grows by the
+    same bytes per token): a model with sliding, chunked, MLA or Mamba layers is one line, not a wrong number. The
+    serving budget's own check is ``serving_layers_problem`` (sliding layers modelled)."""
     raise_problem(full_attention_problem(mm.view(), mm.uniform_problem(), what))
 
 
@@ -1036,6 +1195,37 @@ def full_attention_problem(m, uniform_problem, what):
             return ["model", m["spec"]["name"], what + " reads uniform full-attention layers; " + m["spec"]["name"] +
                     " has " + k[1] + " layers, which vLLM allocates by layer group (not modelled yet: "
                     "kv_cache_bytes(..., runtime='vllm') gives one sequence's cache)"]
+    return None
+
+
+def serving_refusal(model: ModelSpec | str) -> str | None:
+    """Why :func:`serving_kv_capacity` refuses ``model`` (one line), or None when vLLM's budget covers its layers:
+    what a chapter asks before it prices a model in vLLM."""
+    mm = get_model(model)
+    problem = serving_layers_problem(mm.view(), mm.uniform_problem(), "vLLM's KV budget")
+    return None if problem is None else str(InvalidValueError(problem[0], problem[1], problem[2]))
+
+
+@portable
+def serving_layers_problem(m, uniform_problem, what):
+    """None, or the one-line error of a model whose KV cache vLLM's budget does not model: Mamba-2, chunked-local or
+    multi-head latent attention layers (their own KV-cache specs: MambaSpec, ChunkedLocalAttentionSpec, MLAAttentionSpec),
+    else anything beyond one uniform layer (``full_attention_problem``). Full-attention and sliding-window layers are
+    modelled (``kv_budget``: one group, or vLLM's hybrid groups)."""
+    s = m["spec"]
+    named = []
+    for k in m["layers"]:
+        if k[1] == "mamba" and not ("Mamba-2 layers (MambaSpec state pages)" in named):
+            named.append("Mamba-2 layers (MambaSpec state pages)")
+        if k[1] == "chunked" and not ("chunked-local layers" in named):
+            named.append("chunked-local layers")
+    if s["attention"] == "mla":
+        named.append("multi-head latent attention (MLAAttentionSpec pages)")
+    if len(named):
+        return ["model", s["name"], what + " reads uniform full-attention layers and sliding-window groups; " + s["name"] +
+                " has " + ", ".join(named) + ", which it does not model"]
+    if uniform_problem:
+        return full_attention_problem(m, uniform_problem, what)
     return None
 
 

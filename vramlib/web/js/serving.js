@@ -79,7 +79,7 @@
   /* serving.serving_kv_capacity: the fields the calculator shows */
   VL.servingKvCapacity = function (m, gpu, o) {
     o = Object.assign({}, DEFAULTS, o);
-    VL.raiseProblem(PY.full_attention_problem(m, m.uniform_problem || null, "vLLM's KV budget"));  /* serving's rule */
+    VL.raiseProblem(PY.serving_layers_problem(m, m.uniform_problem || null, "vLLM's KV budget"));  /* serving's rule */
     var card = VL.getGpu(gpu), tp = VL.checkTp("tp", o.tp, m.name, m.spec.n_heads, m.spec.n_kv_heads);
     utilization(o.gpu_memory_utilization);
     VL.checkPositiveInt("block_size", o.block_size);
