@@ -74,7 +74,7 @@ def test_the_issues_figures():
     assert bd["kv cache"] == m.n_layers * 16384 * 2 * m.n_kv_heads * m.head_dim * 2
 
 
-@pytest.mark.parametrize("kw, field", [(dict(type_v="q8_0", flash_attn=False), "type_v"), (dict(n_gpu_layers=10),
+@pytest.mark.parametrize("kw, field", [(dict(type_v="q8_0", flash_attn=False), "type_v"), (dict(n_gpu_layers=-3),
                                         "n_gpu_layers"), (dict(type_k="q3_k"), "type_k"), (dict(n_ctx=0), "n_ctx"),
                                        (dict(flash_attn="yes"), "flash_attn")])
 def test_refusals_name_the_field(kw, field):
@@ -116,3 +116,16 @@ def test_llamacpp_keeps_windows_only_where_it_implements_them():
     g = vl.get_model("gemma-2-9b")
     assert L.llamacpp_memory(g, "q4_k_m", n_ctx=32768)["kv cache"] < g.n_layers * 32768 * 4 * g.n_kv_heads * g.head_dim
     assert L.llamacpp_refusal("mistral-7b") is None and "moe" in L.llamacpp_refusal("mixtral-8x7b")
+
+
+def test_partial_offload_in_llamacpp_memory_is_the_split():
+    """llamacpp_memory(n_gpu_layers=k): the GPU's buffers under the usual names, the host's prefixed, as
+    offload_plan splits them; every byte accounted once."""
+    bd = L.llamacpp_memory("llama-3.1-70b", "q4_k_m", n_ctx=8192, n_gpu_layers=44)
+    p = vl.offload_plan("llama-3.1-70b", "rtx-4090", "q4_k_m", n_gpu_layers=44)
+    assert {k: bd[k] for k in L.GPU_BUFFERS} == dict(p.gpu)
+    assert bd["host: model buffer"] == p.host["model buffer"] and bd["host: kv cache"] == p.host["kv cache"]
+    whole = L.llamacpp_memory("llama-3.1-70b", "q4_k_m", n_ctx=8192)
+    assert bd["kv cache"] + bd["host: kv cache"] == whole["kv cache"]
+    with pytest.raises(vl.VramlibError, match="n_gpu_layers"):
+        L.llamacpp_memory("llama-3.1-70b", "q4_k_m", n_gpu_layers=-2)

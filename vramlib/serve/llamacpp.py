@@ -33,11 +33,13 @@ has the file and line of each) and measured on tiny GGUFs (``tools/measure/llama
   to 32 bytes (nothing for real shapes). The CPU backend's extra buffer types (AMX, repacked Q4_0) copy some
   weights again and are not counted (named in the result).
 
-Measured on the CPU backend; the CUDA backend builds the same graphs and KV tensors. Not modelled, refused in one
-line: partial offload (``n_gpu_layers`` other than all), layer kinds other than full and sliding-window attention
-(MLA, state-space layers, chunked attention), mixture-of-experts compute graphs.
+Measured on the CPU backend; the CUDA backend builds the same graphs and KV tensors. **Partial offload**
+(``n_gpu_layers``, :func:`llamacpp_split`): llama.cpp's placement read from its source (``docs/offload-rules.md``),
+the compute buffers under it estimated from the scheduler's rules, not measured (named by
+:mod:`vramlib.serve.offload`, which prices the split). Not modelled, refused in one line: layer kinds other than full
+and sliding-window attention (MLA, state-space layers, chunked attention), mixture-of-experts compute graphs.
 
-Used in: chapters 7 and 16.
+Used in: chapters 5, 7, 16 and 17.
 """
 from __future__ import annotations
 
@@ -48,15 +50,15 @@ from fractions import Fraction
 import sympy as sp
 
 from ..catalog.hardware import GPU, get_gpu
-from ..catalog.models import ModelSpec, get_model
-from ..catalog.precision import GGML_BITS
+from ..catalog.models import ModelSpec, get_model, layer_types_of
+from ..catalog.precision import GGML_BITS, get_precision, precision_view
 from ..solve.feasibility import largest_fitting
 from ..core.errors import InvalidValueError, check_choice, check_positive_int, checked_call
-from ..core.portable import Fields, ev, portable, q, q_add, q_ceil, q_mul, raise_problem, share, shared
+from ..core.portable import Fields, ev, portable, q, q_add, q_ceil, q_div, q_mul, raise_problem, share, shared
 from ..core.settings import Settings, settings_class
 from ..memory.allocator import CUDA_CONTEXT, context_figure
 from ..memory.breakdown import Breakdown
-from ..memory.inference import weights_bytes
+from ..memory.inference import layer_weights_of, weights_bytes
 from ..core.units import parse_memory
 from .serving import DRIVER_RESERVED, cuda_total, driver_reserve
 
@@ -298,13 +300,82 @@ class LlamaCppConfig(Settings):
             raise InvalidValueError("type_v", self.type_v, "quantized V cache requires flash_attn=True (llama.cpp "
                                                            "refuses it)")
         if self.n_gpu_layers != -1:
-            raise InvalidValueError("n_gpu_layers", self.n_gpu_layers, "partial offload is not modelled yet: use -1 "
-                                                                       "(all)")
+            try:
+                check_positive_int("n_gpu_layers", self.n_gpu_layers, allow_zero=True)
+            except InvalidValueError:
+                raise InvalidValueError("n_gpu_layers", self.n_gpu_layers, "give -ngl as llama.cpp takes it: 0 .. "
+                                        "the layers + 1, or -1 (all)") from None
 
     def values(self) -> dict[str, int]:
         """The symbol values of the context expressions."""
         return {"n_ctx": self.n_ctx, "n_b": self.n_batch, "n_ub": self.n_ubatch, "n_seq": self.n_seq,
                 "z_uni": int(self.kv_unified)}
+
+
+OP_OFFLOAD_MIN_BATCH = 32
+"""llama.cpp runs a host-resident weight's matmul on the GPU (copying the weight into the GPU's compute buffer) for
+batches of at least this many tokens (``GGML_OP_OFFLOAD_MIN_BATCH``, ggml-cuda); the start-up reservation uses the
+micro-batch, so with -ub >= 32 the GPU's compute buffer holds room for the largest such weight."""
+
+share(OP_OFFLOAD_MIN_BATCH=OP_OFFLOAD_MIN_BATCH)
+
+
+@portable
+def llamacpp_split(m, lw, bufs, ngl, cpu_moe):
+    """Where llama.cpp puts a model view's buffers with ``-ngl ngl`` (-1: all) and ``--cpu-moe``: ``lw`` is
+    :func:`~vramlib.memory.inference.layer_weights_of`'s result, ``bufs``
+    :func:`~vramlib.serve.llamacpp.llamacpp_buffers`'. llama.cpp counts the output layer as
+    one more unit after the blocks and offloads from the end (``i_gpu_start = n_layer + 1 - ngl``): -ngl 1 is the
+    output layer alone, -ngl k the output and the last k - 1 blocks. Returns ``{gpu: [[part, bytes]], host: [[part,
+    bytes]], layers_on_gpu, output_on_gpu, read_gpu, read_host}``, ``read_*`` being the bytes one decoded token
+    reads on each side less the KV cache (:func:`decode_kv_read` adds it)."""
+    s = m["spec"]
+    layers = lw[1]
+    n = len(layers)
+    units = n + 1 if ngl < 0 else min(ngl, n + 1)
+    out_gpu = units >= 1
+    on_gpu = max(units - 1, 0)
+    first = n - on_gpu
+    mixers = layer_types_of(s)
+    kv_of = bufs[3]["layer_kv"]
+    active = q(1) if not s["n_experts"] else q_div(s["experts_per_token"], s["n_experts"])
+    w = [0, 0]
+    kv = [0, 0]
+    experts = 0
+    copied = 0
+    read = [q(0), q(0)]
+    for i in range(n):
+        side = 0 if i >= first else 1
+        routed = layers[i][1]
+        dense = layers[i][0] - routed
+        kv[side] += kv_of[mixers[i]]
+        if side == 1 or (cpu_moe and routed):
+            copied = max(copied, layers[i][2])
+        if cpu_moe:
+            w[side] += dense
+            experts += routed
+            read[side] = q_add(read[side], q(dense))
+            read[1] = q_add(read[1], q_mul(active, routed))
+        else:
+            w[side] += layers[i][0]
+            read[side] = q_add(read[side], q_add(q(dense), q_mul(active, routed)))
+    embed = 0
+    head = 0
+    for o in lw[0]:
+        if o[0] == "embed":
+            embed += o[1]
+        elif not (o[0] == "lm_head" and s["tied_embeddings"] and not out_gpu):
+            head += o[1]     # a tied table serves a host output layer from the embeddings' own pages
+    side = 0 if out_gpu else 1
+    w[side] += head
+    read[side] = q_add(read[side], q(head))
+    offload = out_gpu and bufs[3]["u"] >= shared("OP_OFFLOAD_MIN_BATCH")
+    gpu = [["model buffer", w[0]], ["kv cache", kv[0]],
+           ["compute buffer", (bufs[1] + (copied if offload else 0)) if out_gpu else 0]]
+    host = [["model buffer", embed + w[1]], ["routed experts", experts], ["kv cache", kv[1]],
+            ["compute buffer", bufs[1] if first > 0 or not out_gpu else 0], ["output buffer", bufs[2]]]
+    return {"gpu": gpu, "host": host, "layers_on_gpu": on_gpu, "output_on_gpu": out_gpu, "read_gpu": read[0],
+            "read_host": read[1], "copied": copied if offload else 0}
 
 
 def weights_label(weights) -> str:
@@ -352,17 +423,35 @@ def llamacpp_memory(model: ModelSpec | str, weights: str = "q4_k_m", config: Lla
     :class:`LlamaCppConfig`, or its fields as keywords (``n_ctx=8192, n_ubatch=512, flash_attn=True, type_k="f16",
     ...``; on top of it when both are given).
 
+    With ``n_gpu_layers`` (``-ngl``) short of all, the four are what the GPU holds (:func:`llamacpp_split`: the
+    output layer first, then blocks from the last) and ``host: model buffer``, ``host: kv cache``, ``host: compute
+    buffer`` what stays in host memory (the output buffer is host memory either way).
+
     >>> llamacpp_memory("llama-3.1-8b", "q4_k_m", n_ctx=8192)["kv cache"]
     1073741824
     """
     m = get_model(model)
     c = LlamaCppConfig.build("llamacpp_memory", config, settings, field="config", also=("model", "weights", "config"))
     kv, compute, output, s = llamacpp_buffers(m.view(), Fields(c), False)
-    return Breakdown({"model buffer": _model_buffer(m, weights), "kv cache": kv, "compute buffer": compute,
-                      "output buffer": output},
+    parts = {"model buffer": _model_buffer(m, weights), "kv cache": kv, "compute buffer": compute,
+             "output buffer": output}
+    if c.n_gpu_layers != -1:
+        parts = _split_parts(m, weights, c)
+    return Breakdown(parts,
                      title=f"{m.name} in llama.cpp: {weights_label(weights)}, n_ctx {c.n_ctx:,}, K {c.type_k} / "
                            f"V {c.type_v}, "
                            f"flash attention {'on' if c.flash_attn else 'off'}", notes=_notes(m, c, s))
+
+
+def _split_parts(m: ModelSpec, weights, c: LlamaCppConfig) -> dict[str, int]:
+    """The buffers of a partial offload (``c.n_gpu_layers``): the GPU's under the usual names, the host's prefixed."""
+    lw = weights.layer_weights() if hasattr(weights, "layer_weights") else layer_weights_of(
+        m.view(), precision_view(get_precision(weights, field="weights")))
+    x = llamacpp_split(m.view(), lw, llamacpp_buffers(m.view(), Fields(c), False), c.n_gpu_layers, False)
+    gpu, host = dict(x["gpu"]), dict(x["host"])
+    return {"model buffer": gpu["model buffer"], "kv cache": gpu["kv cache"], "compute buffer": gpu["compute buffer"],
+            "output buffer": host["output buffer"], "host: model buffer": host["model buffer"],
+            "host: kv cache": host["kv cache"], "host: compute buffer": host["compute buffer"]}
 
 
 GPU_BUFFERS = ("model buffer", "kv cache", "compute buffer")

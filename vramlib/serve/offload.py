@@ -40,13 +40,14 @@ from ..catalog.models import ModelSpec, get_model, layer_types_of
 from ..catalog.precision import get_precision, precision_view
 from ..core.errors import InvalidValueError, UnknownNameError, check_positive_int, checked_call
 from ..core.portable import (Fields, ev, fmt_fixed, portable, q, q_add, q_ceil, q_div, q_float, q_mul, raise_problem,
-                             share, shared)
+                             share)
 from ..core.settings import Settings, settings_class
 from ..core.units import bytes_text, gb, parse_memory
 from ..memory.breakdown import Breakdown
 from ..memory.inference import layer_weights_of, weights_bytes
 from ..solve.feasibility import largest_fitting
-from .llamacpp import CTX_PAD, LlamaCppConfig, gpu_budget, llamacpp_buffers, llamacpp_swa, weights_label
+from .llamacpp import (CTX_PAD, OP_OFFLOAD_MIN_BATCH, LlamaCppConfig, gpu_budget, llamacpp_buffers, llamacpp_split,
+                       llamacpp_swa, weights_label)
 
 B_g, B_h, W_g, W_h = sp.symbols("B_g B_h W_g W_h", positive=True)
 
@@ -54,12 +55,7 @@ DECODE_SECONDS = B_g / (W_g * 10**9) + B_h / (W_h * 10**9)
 """Seconds per decoded token, a bandwidth roofline: ``B_g`` bytes read from GPU memory at ``W_g`` GB/s plus ``B_h``
 bytes read from host memory at ``W_h`` GB/s."""
 
-OP_OFFLOAD_MIN_BATCH = 32
-"""llama.cpp runs a host-resident weight's matmul on the GPU (copying the weight into the GPU's compute buffer) for
-batches of at least this many tokens (``GGML_OP_OFFLOAD_MIN_BATCH``, ggml-cuda); the start-up reservation uses the
-micro-batch, so with -ub >= 32 the GPU's compute buffer holds room for the largest such weight."""
-
-share(DECODE_SECONDS=DECODE_SECONDS, OP_OFFLOAD_MIN_BATCH=OP_OFFLOAD_MIN_BATCH)
+share(DECODE_SECONDS=DECODE_SECONDS)
 
 OFFLOAD_RUNTIMES = ("llama.cpp", "transformers")
 """Runtimes whose split is modelled: llama.cpp's ``-ngl``, and transformers' ``device_map="auto"`` (accelerate's
@@ -115,64 +111,6 @@ class OffloadConfig(Settings):
             check_positive_int("context_tokens", self.context_tokens)
         if not isinstance(self.llamacpp, LlamaCppConfig):
             raise InvalidValueError("llamacpp", self.llamacpp, "must be a LlamaCppConfig")
-
-
-@portable
-def llamacpp_split(m, lw, bufs, ngl, cpu_moe):
-    """Where llama.cpp puts a model view's buffers with ``-ngl ngl`` (-1: all) and ``--cpu-moe``: ``lw`` is
-    :func:`~vramlib.memory.inference.layer_weights_of`'s result, ``bufs``
-    :func:`~vramlib.serve.llamacpp.llamacpp_buffers`'. llama.cpp counts the output layer as
-    one more unit after the blocks and offloads from the end (``i_gpu_start = n_layer + 1 - ngl``): -ngl 1 is the
-    output layer alone, -ngl k the output and the last k - 1 blocks. Returns ``{gpu: [[part, bytes]], host: [[part,
-    bytes]], layers_on_gpu, output_on_gpu, read_gpu, read_host}``, ``read_*`` being the bytes one decoded token
-    reads on each side less the KV cache (:func:`decode_kv_read` adds it)."""
-    s = m["spec"]
-    layers = lw[1]
-    n = len(layers)
-    units = n + 1 if ngl < 0 else min(ngl, n + 1)
-    out_gpu = units >= 1
-    on_gpu = max(units - 1, 0)
-    first = n - on_gpu
-    mixers = layer_types_of(s)
-    kv_of = bufs[3]["layer_kv"]
-    active = q(1) if not s["n_experts"] else q_div(s["experts_per_token"], s["n_experts"])
-    w = [0, 0]
-    kv = [0, 0]
-    experts = 0
-    copied = 0
-    read = [q(0), q(0)]
-    for i in range(n):
-        side = 0 if i >= first else 1
-        routed = layers[i][1]
-        dense = layers[i][0] - routed
-        kv[side] += kv_of[mixers[i]]
-        if side == 1 or (cpu_moe and routed):
-            copied = max(copied, layers[i][2])
-        if cpu_moe:
-            w[side] += dense
-            experts += routed
-            read[side] = q_add(read[side], q(dense))
-            read[1] = q_add(read[1], q_mul(active, routed))
-        else:
-            w[side] += layers[i][0]
-            read[side] = q_add(read[side], q_add(q(dense), q_mul(active, routed)))
-    embed = 0
-    head = 0
-    for o in lw[0]:
-        if o[0] == "embed":
-            embed += o[1]
-        elif not (o[0] == "lm_head" and s["tied_embeddings"] and not out_gpu):
-            head += o[1]     # a tied table serves a host output layer from the embeddings' own pages
-    side = 0 if out_gpu else 1
-    w[side] += head
-    read[side] = q_add(read[side], q(head))
-    offload = out_gpu and bufs[3]["u"] >= shared("OP_OFFLOAD_MIN_BATCH")
-    gpu = [["model buffer", w[0]], ["kv cache", kv[0]],
-           ["compute buffer", (bufs[1] + (copied if offload else 0)) if out_gpu else 0]]
-    host = [["model buffer", embed + w[1]], ["routed experts", experts], ["kv cache", kv[1]],
-            ["compute buffer", bufs[1] if first > 0 or not out_gpu else 0], ["output buffer", bufs[2]]]
-    return {"gpu": gpu, "host": host, "layers_on_gpu": on_gpu, "output_on_gpu": out_gpu, "read_gpu": read[0],
-            "read_host": read[1], "copied": copied if offload else 0}
 
 
 @portable
