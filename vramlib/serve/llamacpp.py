@@ -328,7 +328,7 @@ def llamacpp_split(m, lw, bufs, ngl, cpu_moe):
     one more unit after the blocks and offloads from the end (``i_gpu_start = n_layer + 1 - ngl``): -ngl 1 is the
     output layer alone, -ngl k the output and the last k - 1 blocks. Returns ``{gpu: [[part, bytes]], host: [[part,
     bytes]], layers_on_gpu, output_on_gpu, read_gpu, read_host}``, ``read_*`` being the bytes one decoded token
-    reads on each side less the KV cache (:func:`decode_kv_read` adds it)."""
+    reads on each side less the KV cache (``vramlib.serve.offload.decode_kv_read`` adds it)."""
     s = m["spec"]
     layers = lw[1]
     n = len(layers)

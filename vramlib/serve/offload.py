@@ -4,11 +4,12 @@
 Owned here, for llama.cpp (``-ngl``, ``--cpu-moe``; the rules of ``docs/offload-rules.md``, read from llama.cpp at
 commit 0c1e57098):
 
-* **The split** (:func:`llamacpp_split`): llama.cpp counts the output layer (final norm, LM head) as one unit after
-  the blocks and offloads from the end (``i_gpu_start = n_layer + 1 - N``): ``-ngl N`` puts the output layer and
-  the last ``N - 1`` blocks on the GPU, each block with its KV cache; the token embeddings stay in host memory.
-  ``--cpu-moe`` keeps every routed expert in host memory and the rest of each layer on the GPU. Each layer is priced
-  with its own tensor types (a GGUF mix upgrades some layers: :func:`vramlib.memory.inference.layer_weights_of`); the context's KV cache and compute buffer follow
+* **The split** (:func:`~vramlib.serve.llamacpp.llamacpp_split`): llama.cpp counts the output layer (final norm, LM
+  head) as one unit after the blocks and offloads from the end (``i_gpu_start = n_layer + 1 - N``): ``-ngl N`` puts
+  the output layer and the last ``N - 1`` blocks on the GPU, each block with its KV cache; the token embeddings stay
+  in host memory. ``--cpu-moe`` keeps every routed expert in host memory and the rest of each layer on the GPU. Each
+  layer is priced with its own tensor types (a GGUF mix upgrades some layers:
+  :func:`vramlib.memory.inference.layer_weights_of`); the context's KV cache and compute buffer follow
   :func:`vramlib.serve.llamacpp.llamacpp_buffers`. The GPU's budget is the card's CUDA total less the CUDA context
   (:func:`vramlib.serve.llamacpp.gpu_budget`); the host's is the RAM less what the system keeps (``host_reserved``).
 * **Decode speed** (:data:`DECODE_SECONDS`): one token reads every weight it uses once, and each layer's K and V of
@@ -17,7 +18,8 @@ commit 0c1e57098):
   decodes reach a part of (kernel efficiency, the CPU's cores, NUMA are not modelled).
 
 * **Compute buffers** (one per backend, estimated from the source, not measured): the GPU's is the context's
-  compute buffer plus, when blocks stay on the host and the micro-batch is at least :data:`OP_OFFLOAD_MIN_BATCH`, room
+  compute buffer plus, when blocks stay on the host and the micro-batch is at least
+  :data:`~vramlib.serve.llamacpp.OP_OFFLOAD_MIN_BATCH`, room
   for the largest host weight the scheduler copies over for a prompt batch (a whole ``*_exps`` tensor under
   ``--cpu-moe``); the host's (pinned ``CUDA_Host``) is the same rule when blocks run there.
 
@@ -158,7 +160,8 @@ def offload_core(m, lw, c, choice, side):
     """The whole split for the static book and :func:`offload_plan`: a model view, its weights layer by layer ``lw``
     (:func:`~vramlib.memory.inference.layer_weights_of`, or a GGUF file's own), a LlamaCppConfig's fields ``c``,
     ``choice`` = [n_gpu_layers (None: the most that fit), cpu_moe, tokens in context] and ``side`` = {budget,
-    gpu_gb_s, host_gb_s}. Returns the split (:func:`llamacpp_split`) with ``ngl``, ``read`` ([GPU, host] bytes per
+    gpu_gb_s, host_gb_s}. Returns the split (:func:`~vramlib.serve.llamacpp.llamacpp_split`) with ``ngl``,
+    ``read`` ([GPU, host] bytes per
     token, KV included) and ``rate`` ([seconds, tokens/s])."""
     bufs = llamacpp_buffers(m, c, True)
     ngl = choice[0]
