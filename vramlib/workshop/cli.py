@@ -677,7 +677,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("offload", help="a model split between the GPU and host memory (llama.cpp -ngl), decode speed",
                        description="Where llama.cpp puts each layer with -ngl (the most that fit by default), the "
                                    "memory on each side and a bandwidth roofline of decode tokens/s "
-                                   "(vl.offload_plan, chapter 17).")
+                                   "(vl.offload_plan; the book's chapter on offload, ch17).")
     _model_args(p)
     p.add_argument("--gpu", required=True, help="a catalogue GPU (see 'vramlib gpus')")
     p.add_argument("--weights", default=None, help="the GGUF file's format (default q4_k_m; with --model file.gguf, "
@@ -696,7 +696,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="search parallel plans (TP x PP x DP x ZeRO) for full training",
                        description="Enumerate the ways to split a full training run over the GPUs (tensor, pipeline "
                                    "and data parallelism, ZeRO stage, recompute, micro-batch), keep those whose "
-                                   "fullest GPU fits and rank them by a throughput model (chapter 12).")
+                                   "fullest GPU fits and rank them by a throughput model (the book's ch12).")
     _model_args(p)
     _gpu_arg(p)
     _plan_space_args(p)
