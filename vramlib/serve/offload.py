@@ -16,17 +16,19 @@ commit 0c1e57098):
   the tokens in context, where they live: the GPU's at its memory bandwidth, the host's at the DRAM's; routed
   experts by the fraction the router picks (k of E). A roofline: an upper bound on tokens per second that real
   decodes reach a part of (kernel efficiency, the CPU's cores, NUMA are not modelled).
-
 * **Compute buffers** (one per backend, estimated from the source, not measured): the GPU's is the context's
   compute buffer plus, when blocks stay on the host and the micro-batch is at least
-  :data:`~vramlib.serve.llamacpp.OP_OFFLOAD_MIN_BATCH`, room
-  for the largest host weight the scheduler copies over for a prompt batch (a whole ``*_exps`` tensor under
-  ``--cpu-moe``); the host's (pinned ``CUDA_Host``) is the same rule when blocks run there.
+  :data:`~vramlib.serve.llamacpp.OP_OFFLOAD_MIN_BATCH`, room for the largest host weight the scheduler copies over
+  for a prompt batch (a whole ``*_exps`` tensor under ``--cpu-moe``); the host's (pinned ``CUDA_Host``) is the same
+  rule when blocks run there.
+* **Other runtimes and devices**: transformers' ``device_map="auto"`` (``runtime="transformers"``: accelerate's
+  placement, a roofline whose second term is PCIe); one memory alone (:func:`device_plan`, :func:`device_max_ctx`,
+  :func:`device_fit_map`: a Mac under Metal's working set, or a CPU); every catalogue device ranked
+  (:func:`recommend_devices`).
 
 Not modelled, named in the result: prompt processing speed. A shape beyond what llama.cpp's buffers cover (MLA,
 Mamba) is refused by :func:`vramlib.serve.llamacpp.llamacpp_kinds`; routed-expert layers' compute buffer is an
-estimate, and says so. transformers' ``device_map="auto"`` (``runtime="transformers"``): accelerate's placement and
-a roofline whose second term is PCIe, not host memory.
+estimate, and says so.
 
 Used in: chapter 17, the ``vramlib offload`` command and the offload calculator.
 """
