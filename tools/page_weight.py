@@ -3,7 +3,7 @@
 * own assets: files only this page references (its figures in ``_images/``, downloads) plus the files
   it loads that not every page loads (``vramlib-calc.js`` / ``.css`` on pages with a calculator);
 * first visit: the HTML and every local file it links (scripts, stylesheets, images; web fonts, which a
-  browser fetches only when a glyph needs them, are not counted); external URLs (the MathJax CDN) are
+  browser fetches only when a glyph needs them, are not counted); external URLs (none since MathJax is served from _static) are
   listed, not counted.
 
 Usage: ``python tools/page_weight.py [_build/html] [--limit-mb 2]``; prints the table, largest first, and

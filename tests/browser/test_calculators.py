@@ -3,7 +3,7 @@ headless Debian chromium, its calculator's inputs are set (by typing and selecti
 bulk of the seeded random sets) and its outputs are read from the page and compared with vramlib on the same
 inputs: every component, the total, the capacity, the verdict and the table caption, equal to 4 significant
 digits (error messages: equal). Any console error fails (a JS exception, a console.error, a local file that
-does not load); external URLs (the MathJax CDN) fail to load because the browser is offline and are listed
+does not load); external URLs (none now: MathJax is served from the book) would fail offline and are listed
 only. Screenshots go to ``artifacts/screenshots/`` and a summary to ``artifacts/browser-report.json``.
 
 Two probes show that the test has teeth: a calculator given a wrong formula is caught, and a page that

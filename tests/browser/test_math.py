@@ -1,0 +1,50 @@
+"""Equations render from the book itself: every page with math loads MathJax from ``_static/mathjax`` (the
+``sphinx-mathjax-offline`` package, no CDN) and typesets it with the network off (the driver resolves no host), so a
+workshop without internet sees equations, not raw TeX."""
+from __future__ import annotations
+
+import pytest
+
+from .test_calculators import CHAPTERS, console_problems, load, wait_until
+
+TYPESET = r"""
+const spans = Array.from(document.querySelectorAll('article span.math, article div.math'));
+const raw = spans.filter(s => !s.querySelector('mjx-container')).map(s => s.textContent.slice(0, 40));
+const src = Array.from(document.scripts).map(s => s.src).filter(u => /mathjax/i.test(u));
+return {n: spans.length, raw: raw, src: src, ready: !!(window.MathJax && MathJax.startup && MathJax.startup.document)};
+"""
+
+
+def _with_math(driver) -> list:
+    pages = []
+    for page in CHAPTERS:
+        if "class=\"math" in page.read_text(encoding="utf-8"):
+            pages.append(page)
+    return pages
+
+
+def test_every_equation_is_typeset_offline(driver, build_dir):
+    pages = _with_math(driver)
+    assert len(pages) >= 10, f"only {len(pages)} chapter pages have math"
+    bad = []
+    for page in pages:
+        load(driver, page)
+        got = wait_until(lambda: (lambda r: r if r["ready"] and not r["raw"] else None)(
+            driver.execute_script(TYPESET)), tries=200, pause=0.05) or driver.execute_script(TYPESET)
+        if not got["src"] or any(not u.startswith("file://") for u in got["src"]):
+            bad.append(f"{page.name}: MathJax from {got['src']}")
+        if got["raw"]:
+            bad.append(f"{page.name}: {len(got['raw'])} of {got['n']} equations not typeset, e.g. {got['raw'][0]!r}")
+        problems, external = console_problems(driver.get_log("browser"))
+        if [u for u in external if "mathjax" in u.lower()]:
+            bad.append(f"{page.name}: MathJax requested from the network")
+    assert not bad, "\n".join(bad[:20])
+
+
+@pytest.mark.parametrize("page", CHAPTERS[:1], ids=lambda p: p.stem)
+def test_raw_tex_is_caught(driver, build_dir, page):
+    """The check can fail: with MathJax removed from the page, the equations stay raw TeX."""
+    load(driver, page)
+    driver.execute_script("for (const c of document.querySelectorAll('mjx-container')) c.remove();")
+    got = driver.execute_script(TYPESET)
+    assert got["n"] == 0 or got["raw"]
