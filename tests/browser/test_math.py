@@ -48,3 +48,16 @@ def test_raw_tex_is_caught(driver, build_dir, page):
     driver.execute_script("for (const c of document.querySelectorAll('mjx-container')) c.remove();")
     got = driver.execute_script(TYPESET)
     assert got["n"] == 0 or got["raw"]
+
+
+def test_bibliography_is_rendered_as_written(build_dir):
+    """The bibliography shows code and units as the entries write them: no raw TeX command (``\\texttt``), no
+    sentence-cased unit ("46.91gb"); every title is protected in references.bib, so the style cannot lower-case it."""
+    import html
+    import re
+
+    text = html.unescape(re.sub(r"<[^>]+>", "", (build_dir / "book" / "bibliography.html").read_text()))
+    assert not re.findall(r"\\[a-zA-Z]+", text), re.findall(r".{30}\\[a-zA-Z]+.{10}", text)[:3]
+    lowered = re.findall(r"\d+(?:\.\d+)? ?(?:kb|mb|gb|kib|mib|gib|gb/s)\b", text)
+    assert not lowered, lowered[:5]
+    assert "46.91GB per GPU" in text and "79.14 GiB" in text
