@@ -1,5 +1,7 @@
 """Sphinx extension of the book (``_config.yml``: ``sphinx: extra_extensions: [vramlib.web.sphinxext]``).
 
+* writes ``_static/vramlib-book.css`` (every page: padded result tables that scroll sideways with an edge shadow)
+  and links it from every page;
 * writes ``_static/vramlib-calc.js`` (generated from the sympy expressions by :mod:`vramlib.web.jsgen`),
   ``vramlib-calc.css`` and ``vramlib-catalogue.json`` into the HTML output at every build, so the
   calculators can never be stale;
@@ -25,6 +27,8 @@ from .jsgen import write_assets
 
 JS_FILE = "vramlib-calc.js"
 CSS_FILE = "vramlib-calc.css"
+BOOK_CSS = "vramlib-book.css"
+"""Every page's stylesheet (``vramlib/web/js/book.css``): padded, sideways-scrolling result tables."""
 
 
 def _static_dir(app) -> Path:
@@ -34,6 +38,10 @@ def _static_dir(app) -> Path:
 def _write(app) -> None:
     if getattr(app.builder, "format", "") == "html":
         write_assets(_static_dir(app))
+        css = (Path(__file__).parent / "js" / "book.css").read_text()
+        target = _static_dir(app) / BOOK_CSS
+        if not target.exists() or target.read_text() != css:
+            target.write_text(css)
 
 
 def _page(app, pagename: str, templatename: str, context: dict[str, Any], doctree) -> None:
@@ -68,7 +76,7 @@ THEME_MODE_FIX = ('if (!document.documentElement.dataset.mode) { document.docume
 
 def _finished(app, exception) -> None:
     if exception is None and getattr(app.builder, "format", "") == "html":
-        if not (_static_dir(app) / JS_FILE).exists():
+        if not all((_static_dir(app) / f).exists() for f in (JS_FILE, BOOK_CSS)):
             _write(app)
 
 
@@ -78,4 +86,5 @@ def setup(app) -> dict[str, Any]:
     app.connect("html-page-context", _dedupe_inline_scripts, priority=900)  # after every extension added its scripts
     app.connect("build-finished", _finished)
     app.add_js_file(None, body=THEME_MODE_FIX, priority=100)
+    app.add_css_file(BOOK_CSS)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,4 +1,4 @@
-"""Equations render from the book itself: every page with math loads MathJax from ``_static/mathjax`` (the
+"""The static book offline and on a phone. Equations render from the book itself: every page with math loads MathJax from ``_static/mathjax`` (the
 ``sphinx-mathjax-offline`` package, no CDN) and typesets it with the network off (the driver resolves no host), so a
 workshop without internet sees equations, not raw TeX."""
 from __future__ import annotations
@@ -61,3 +61,24 @@ def test_bibliography_is_rendered_as_written(build_dir):
     lowered = re.findall(r"\d+(?:\.\d+)? ?(?:kb|mb|gb|kib|mib|gib|gb/s)\b", text)
     assert not lowered, lowered[:5]
     assert "46.91GB per GPU" in text and "79.14 GiB" in text
+
+
+def test_tables_are_padded_and_scroll_inside_their_box_on_a_phone(driver, build_dir):
+    """At 390 px (a phone): a result table's cells are padded, a wide table scrolls sideways inside its own box
+    (overflow-x auto) and never widens the page."""
+    page = next(p for p in CHAPTERS if "vramlib-table" in p.read_text(encoding="utf-8"))
+    driver.set_window_size(390, 844)
+    try:
+        load(driver, page)
+        got = driver.execute_script(r"""
+          const t = document.querySelector('article table.vramlib-table'), td = t.querySelector('td');
+          const cs = getComputedStyle(t), tdcs = getComputedStyle(td);
+          return {pad: parseFloat(tdcs.paddingLeft) + parseFloat(tdcs.paddingRight), overflow: cs.overflowX,
+                  table_inside: t.getBoundingClientRect().right <= document.documentElement.clientWidth + 1,
+                  wide: Array.from(document.querySelectorAll('article table.vramlib-table'))
+                             .some(x => x.scrollWidth > x.clientWidth)};""")
+    finally:
+        driver.set_window_size(1280, 1600)
+    assert got["pad"] >= 12, got
+    assert got["overflow"] == "auto" and got["table_inside"], got
+    assert got["wide"], "no table is wider than a phone: the scroll case was not exercised"
