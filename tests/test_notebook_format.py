@@ -133,3 +133,16 @@ def test_problems_names_a_cell_whose_output_nbval_ignores(tmp_path):
     path = tmp_path / "nb.ipynb"
     path.write_text(nf.dumps(nb), encoding="utf-8")
     assert [p for p in nf.problems(path) if "changes at every refresh" in p]
+
+
+def test_every_notebook_starts_with_the_colab_install_cell():
+    """Opened on Colab, a chapter installs vramlib first (tools/colab_cell.py, from _config.yml's repository); the cell
+    is removed from the HTML and does nothing where vramlib is installed."""
+    import colab_cell
+
+    assert colab_cell.main(["--check"]) == 0
+    for path in NOTEBOOKS:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        cell = nb["cells"][colab_cell.first_code(nb)]
+        assert cell["metadata"].get("tags") == ["remove-cell"], path.name
+        assert "git+https://github.com/vram-book/vram-book" in "".join(cell["source"])
