@@ -146,3 +146,15 @@ def test_every_notebook_starts_with_the_colab_install_cell():
         cell = nb["cells"][colab_cell.first_code(nb)]
         assert cell["metadata"].get("tags") == ["remove-cell"], path.name
         assert "git+https://github.com/vram-book/vram-book" in "".join(cell["source"])
+
+
+def test_every_glossary_term_is_linked_on_first_use():
+    """In every chapter the first use of each glossary term (tools/link_terms.py TERMS, defined on the glossary page)
+    is a {term} link; the check finds a first use left plain."""
+    import link_terms
+
+    assert link_terms.main(["--check"]) == 0
+    glossary = (ROOT / "book" / "glossary.md").read_text(encoding="utf-8")
+    assert all(f"\n{t}\n" in glossary for t in link_terms.TERMS), "a linked term has no glossary entry"
+    assert link_terms.chapter_problems(["We use a KV cache, then {term}`KV cache`."]) == ["KV cache"]
+    assert link_terms.chapter_problems(["{term}`KV cache` first, then the KV cache."]) == []
