@@ -27,8 +27,8 @@ TERMS: dict[str, str] = {
 }
 """Glossary term -> the pattern of its uses in prose (the glossary page defines each, book/glossary.md)."""
 
-_PROTECT = re.compile(r"```.*?```|\$\$.*?\$\$|\{[a-z:-]+\}`[^`]*`|`[^`]*`|\$[^$\n]+\$|\[[^\]]*\]\([^)]*\)|<[^>]+>"
-                      r"|^#.*$|^\(.*\)=\s*$", re.S | re.M)
+_PROTECT = re.compile(r"(?s:```.*?```)|(?s:\$\$.*?\$\$)|\{[a-z:-]+\}`[^`]*`|`[^`]*`|\$[^$\n]+\$"
+                      r"|\[[^\]]*\]\([^)]*\)|<[^>]+>|^#[^\n]*$|^\([^\n]*\)=[ \t]*$", re.M)
 _ROLE = re.compile(r"\{term\}`(?:[^`<]*<)?([^`>]+)>?`")
 
 
