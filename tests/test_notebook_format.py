@@ -158,3 +158,11 @@ def test_every_glossary_term_is_linked_on_first_use():
     assert all(f"\n{t}\n" in glossary for t in link_terms.TERMS), "a linked term has no glossary entry"
     assert link_terms.chapter_problems(["We use a KV cache, then {term}`KV cache`."]) == ["KV cache"]
     assert link_terms.chapter_problems(["{term}`KV cache` first, then the KV cache."]) == []
+
+
+def test_cheatsheet_is_printed_from_the_library():
+    """book/cheatsheet.md is what tools/make_cheatsheet.py writes from vramlib's expressions (never retyped)."""
+    import make_cheatsheet
+
+    assert (ROOT / "book" / "cheatsheet.md").read_text() == make_cheatsheet.page()
+    assert "KV cache" in make_cheatsheet.page() and len(make_cheatsheet.ROWS) >= 7

@@ -27,7 +27,7 @@ PLACEHOLDER = re.compile(r'class="vramlib-calc"[^>]*?data-calc="([^"]+)" data-fi
 
 
 def main() -> int:
-    pages = sorted((ROOT / "_build" / "html" / "book").glob("ch*.html"))
+    pages = sorted((ROOT / "_build" / "html" / "book").glob("ch[0-9][0-9]-*.html"))
     if not pages:
         print("no built chapters: run `make book` first", file=sys.stderr)
         return 2

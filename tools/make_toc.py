@@ -17,7 +17,8 @@ PARTS = [
                                            "ch11-pipeline-balance", "ch12-tp-pp-dp-design", "ch13-design-for-memory"]),
     ("Explaining it", ["ch14-bookshelf", "ch15-inference-vs-training"]),
     ("How good are these numbers?", ["ch16-validation"]),
-    ("Workshop and reference", ["workshop", "glossary", "reference", "bibliography"]),
+    ("Workshop and reference", ["workshop", "facilitator", "cheatsheet", "glossary", "reference",
+                                "bibliography"]),
 ]
 
 

@@ -31,7 +31,7 @@ SETS_PER_PANEL_MIN = 40
 UI_SETS_PER_PANEL = 2
 """Sets entered through the controls like a reader (typing, selecting); the rest are set by script."""
 SEED = 20260707
-CHAPTERS = sorted((BUILD / "book").glob("ch*.html")) if (BUILD / "book").is_dir() else []
+CHAPTERS = sorted((BUILD / "book").glob("ch[0-9][0-9]-*.html")) if (BUILD / "book").is_dir() else []
 
 READ_JS = r"""
 const el = arguments[0], out = el.querySelector('.vramlib-calc-out');
