@@ -1,7 +1,8 @@
 """Page weight of the built book: each chapter's HTML plus its own assets, and what a first visit downloads.
 
 * own assets: files only this page references (its figures in ``_images/``, downloads) plus the files
-  it loads that not every page loads (``vramlib-calc.js`` / ``.css`` on pages with a calculator);
+  it loads that not every page loads (``vramlib-calc.js`` / ``.css`` on pages with a calculator); MathJax
+  (``_static/mathjax/``, :data:`SITE_WIDE`) is shared like the theme;
 * first visit: the HTML and every local file it links (scripts, stylesheets, images; web fonts, which a
   browser fetches only when a glyph needs them, are not counted); external URLs (none since MathJax is served from _static) are
   listed, not counted.
@@ -64,6 +65,16 @@ def page_assets(page: Path, root: Path) -> tuple[set[Path], list[str]]:
     return local, external
 
 
+SITE_WIDE = ("_static/mathjax/",)
+"""Assets the site serves once for every page that needs them (MathJax, from the book itself since it works
+offline): shared like the theme's, even though pages without an equation do not load them."""
+
+
+def _site_wide(path: Path, root: Path) -> bool:
+    rel = str(path.relative_to(root)).replace("\\", "/")
+    return any(rel.startswith(prefix) for prefix in SITE_WIDE)
+
+
 def weights(root: Path) -> list[dict]:
     """One row per chapter page, largest (HTML + own assets) first."""
     pages = sorted((root / "book").glob("*.html"))
@@ -72,7 +83,7 @@ def weights(root: Path) -> list[dict]:
     rows = []
     for p in pages:
         local, external = assets[p]
-        own = local - everywhere
+        own = {f for f in local - everywhere if not _site_wide(f, root)}
         html = p.stat().st_size
         own_bytes = sum(f.stat().st_size for f in own)
         rows.append({"page": str(p.relative_to(root)), "html": html, "own_assets": own_bytes,
