@@ -283,3 +283,22 @@ def test_every_token_logits_change_the_peak_by_the_formula():
     assert every["kv cache"] == last["kv cache"]
     with pytest.raises(vl.InvalidValueError, match="logits"):
         vl.inference_memory(m, tokens=9000, prefill_chunk=512, logits="all")
+
+
+def test_fit_margins_carry_the_band_their_kind_has_shown():
+    """An honest verdict: the bytes to spare, the largest error measured for that kind of estimate, 'borderline'
+    inside that band, and the headroom to keep."""
+    summary = {r["component"]: r for r in V.component_summary()}
+    assert V.error_band("training step") == pytest.approx(
+        summary["training step peak (fake CUDA)"]["max |error| %"] / 100)
+    assert V.error_band("training sum of parts") > 10 * V.error_band("training step")
+    card = 24_000_000_000
+    fits = V.fit_margin(20_000_000_000, card, "training step")
+    assert fits.spare_bytes == 4_000_000_000 and not fits.borderline and fits.text.startswith("fits with 4.0 GB")
+    near = V.fit_margin(int(card * 0.9995), card, "inference")
+    assert near.borderline and near.text.startswith("borderline")
+    short = V.fit_margin(26_000_000_000, card, "zero-3 rank")
+    assert short.spare_bytes < 0 and not short.borderline and short.text.startswith("does not fit")
+    assert fits.headroom_bytes == int(V.DEFAULT_HEADROOM * card)
+    with pytest.raises(vl.VramlibError, match="kind"):
+        V.error_band("vllm")

@@ -40,7 +40,7 @@ from ..core.symbols import E as S_E, b_a as S_ba
 from ..memory.training import CONVENTIONS, adamw_bytes_per_param, lora_params, optimizer_state_bytes, \
     training_memory
 from ..memory.step import OPTIMIZER_IMPLS
-from ..core.units import GB, GiB, gb
+from ..core.units import GB, GiB, bytes_text, gb
 
 MEASUREMENTS = ("param_counts", "saved_bytes", "kv_cache", "architectures", "peaks", "step_peaks", "fsdp_peaks", "lora",
                 "optimizer", "llamacpp_buffers", "cuda_memory")
@@ -733,6 +733,79 @@ def component_summary() -> list[dict]:
     return out
 
 
+# --- honest margins: a fit verdict with the error its kind of estimate has shown ------------------------------
+
+ESTIMATE_KINDS: dict[str, tuple[str, ...]] = {
+    "inference": ("inference peak (fake CUDA)", "inference peak (fake CPU)"),
+    "training step": ("training step peak (fake CUDA)",),
+    "training sum of parts": ("training step, sum of parts",),
+    "zero-3 rank": ("data-parallel rank peak (FSDP2, fake CUDA)",),
+    "llama.cpp": ("llama.cpp kv cache", "llama.cpp compute buffer", "llama.cpp model buffer"),
+}
+"""A fit verdict's kind of estimate -> the validation rows (:func:`component_rows`, :func:`step_sum_rows`,
+:func:`llamacpp_rows`) whose largest error is its band."""
+
+DEFAULT_HEADROOM = 0.05
+"""The share of the card a verdict recommends keeping free beyond the estimate, for what no estimate here counts
+(the caching allocator's fragmentation, other processes, a driver update): a convention, stated with every margin."""
+
+
+def _kind_rows(kind: str) -> list[Row]:
+    rows = component_rows()
+    out: list[Row] = []
+    for name in ESTIMATE_KINDS[check_choice("kind", kind, ESTIMATE_KINDS)]:
+        if name == "training step, sum of parts":
+            out += step_sum_rows()
+        elif name.startswith("llama.cpp "):
+            out += llamacpp_rows(name[len("llama.cpp "):])
+        else:
+            out += rows.get(name, [])
+    return out
+
+
+def error_band(kind: str) -> float:
+    """The largest ``|error|`` (a fraction) that estimates of ``kind`` (:data:`ESTIMATE_KINDS`) have shown against
+    the stored measurements; at least one row is needed."""
+    rows = _kind_rows(kind)
+    if not rows:
+        raise InvalidValueError("kind", kind, "has no measured rows to set its band")
+    return float(max(abs(r.error) for r in rows))
+
+
+@dataclass(frozen=True)
+class Margin:
+    """A fit verdict with its margin: the bytes to spare (negative: short), the band its kind of estimate has shown,
+    whether the margin is within that band (``borderline``), the recommended headroom, and the sentence."""
+
+    spare_bytes: int
+    band: float
+    borderline: bool
+    headroom_bytes: int
+    text: str
+
+
+def fit_margin(total: int, capacity: int, kind: str, headroom: float = DEFAULT_HEADROOM) -> Margin:
+    """The verdict for an estimate of ``total`` bytes on ``capacity`` bytes, honest about its error: "fits with 2.1 GB
+    to spare; training step estimates have been within 0.27% of measurements", "borderline" when the margin is
+    smaller than that band of the total, and the headroom to keep (``headroom`` of the card, DEFAULT_HEADROOM)."""
+    band = error_band(kind)
+    spare = int(capacity) - int(total)
+    borderline = abs(spare) <= band * total
+    keep = int(headroom * capacity)
+    if borderline:
+        head = (f"borderline: {bytes_text(abs(spare), 1)} {'to spare' if spare >= 0 else 'short'}, less than the "
+                f"{100 * band:.2g}% that {kind} estimates have been off measurements")
+    elif spare >= 0:
+        head = (f"fits with {bytes_text(spare, 1)} to spare; {kind} estimates have been within {100 * band:.2g}% of "
+                "measurements")
+    else:
+        head = (f"does not fit: short by {bytes_text(-spare, 1)}; {kind} estimates have been within "
+                f"{100 * band:.2g}% of measurements")
+    text = f"{head} (the validation chapter); keep about {bytes_text(keep, 1)} ({headroom:.0%} of the card) free " \
+           "for what no estimate counts"
+    return Margin(spare, band, borderline, keep, text)
+
+
 # --- the real optimizer against the conventions -----------------------------------------------------------------
 
 REAL_SETUPS = {
@@ -1044,7 +1117,7 @@ def catalogue_exact() -> dict:
 
 
 __all__ = [
-    "COMPONENTS", "CONVENTION_SETUPS", "MEASUREMENTS", "PUBLISHED_KINDS", "REAL_SETUPS", "Row", "UNIT_BYTES",
+    "COMPONENTS", "CONVENTION_SETUPS", "DEFAULT_HEADROOM", "ESTIMATE_KINDS", "Margin", "error_band", "fit_margin", "MEASUREMENTS", "PUBLISHED_KINDS", "REAL_SETUPS", "Row", "UNIT_BYTES",
     "RELATIVE_ERROR", "activation_coefficient", "activation_configs", "activation_rows", "lora_saved_summary", "lora_saved_table", "MOE_LORA_MERGED_BYTES", "moe_lora_merged_bytes",
     "relative_error", "autocast_weight_cast_bytes_per_param", "available_measurements",
     "catalogue_exact", "component_rows", "component_summary", "convention_table", "error_bars", "error_stats",
