@@ -11,7 +11,8 @@ section 4 and ``docs/offload-rules.md`` section 8 cite the lines):
 * **KV cache and graph** (``fs/ggml/ggml.go`` ``GraphSize``, #L549-L624): each layer's KV is
   :data:`KV_LAYER` over ``num_ctx x num_parallel`` tokens; the llama architecture's graph sizes
   :data:`FULL_OFFLOAD` and :data:`PARTIAL_OFFLOAD` (Go's unsigned integer arithmetic: each ``x*9/16`` rounds down).
-* **Placement** (``llm/memory.go`` ``estimateGPULayers``, #L144-L421): a GPU is usable when :data:`GPU_USABLE`
+* **Placement** (``llm/memory.go`` ``estimateGPULayers``, #L144-L421; the loop evaluates :data:`LAYER_FITS` itself): a
+  GPU is usable when :data:`GPU_USABLE`
   holds; it is charged ``cudaMinimumMemory`` (457 MiB) plus one block's size as a buffer; blocks are placed from
   the last one down while :data:`LAYER_FITS` (the first that does not fit ends the placement), then the output layer
   (final norm and LM head, or the tied embeddings) by the same test; last the full graph if every block and the
@@ -226,19 +227,19 @@ def ollama_place(free: int, blocks: list[int], output: int, graphs: tuple[int, i
     layer, ``graphs`` = (partial, full). Returns ``usable``, ``layers`` (blocks placed), ``output`` (placed),
     ``graph`` (charged), ``vram`` (the GPU's allocation, 0 when nothing went) and ``total`` (``TotalSize``)."""
     partial, full = graphs
-    graph = max(partial, full)
     vals = {F: free, o: overhead, P: partial, G: full, M: minimum, L: blocks[0]}
     usable = bool(GPU_USABLE.subs(vals))
+    fits = sp.lambdify((A, L), LAYER_FITS.subs({F: free, o: overhead, P: partial, G: full}))   # the one test
     alloc = minimum + blocks[0] if usable else 0
     placed, space, overflow = 0, usable, 0
     for size in reversed(blocks):
-        if space and free > overhead + alloc + graph + size:
+        if space and fits(alloc, size):
             alloc += size
             placed += 1
         else:
             space = False
             overflow += size
-    out = space and free > overhead + alloc + graph + output
+    out = space and bool(fits(alloc, output))
     if out:
         alloc += output
     else:

@@ -93,8 +93,6 @@ r_spec = sp.Symbol("spec_reserved", **_nn)       # MiB: SPEC_RESERVED_MIB of the
 f_st = sp.Symbol("mem_fraction_static", positive=True)
 M_tot = sp.Symbol("total_gpu_memory", **_nn)     # bytes free at init, before the weights
 W_b = sp.Symbol("weights", **_nn)                # bytes of the weights
-n_kv, d_h, n_l, e_kv = (sp.Symbol(x, **_pos) for x in ("n_kv_heads", "head_dim", "n_layers", "element_size"))
-r_kv, d_rope = (sp.Symbol(x, **_pos) for x in ("kv_lora_rank", "qk_rope_head_dim"))
 s_cell = sp.Symbol("cell_size", **_pos)
 N_tok = sp.Symbol("max_total_num_tokens", integer=True, nonnegative=True)
 T_ctx = sp.Symbol("context_len", **_pos)
@@ -138,11 +136,14 @@ MEM_FRACTION_STATIC = (g_mem - RESERVED_MEM) / g_mem
 REST_MEMORY = sp.Add(M_tot - W_b, -M_tot * (1 - f_st), evaluate=False)
 """Bytes for the KV pool: free after the weights minus the share SGLang keeps back of the free memory at init."""
 
-CELL_SIZE_MHA = n_kv * d_h * n_l * 2 * e_kv
-"""Bytes per token of an MHA / GQA pool: K and V of every KV head in every layer."""
+_CELL_SIZE = F.L * F.KV_LAYER_ELEMENTS * F.b_kv
+CELL_SIZE_MHA = _CELL_SIZE.subs({F.z_att: 1, F.z_mla: 0})
+"""Bytes per token of an MHA / GQA pool: K and V of every KV head in every layer (formulas.KV_LAYER_ELEMENTS's
+attention term over the layers, at the pool's element size)."""
 
-CELL_SIZE_MLA = (r_kv + d_rope) * n_l * e_kv
-"""Bytes per token of an MLA pool: the compressed latent and the rope key of every layer."""
+CELL_SIZE_MLA = _CELL_SIZE.subs({F.z_att: 0, F.z_mla: 1})
+"""Bytes per token of an MLA pool: the compressed latent and the rope key of every layer (KV_LAYER_ELEMENTS's latent
+term)."""
 
 MAX_TOTAL_NUM_TOKENS = sp.floor(REST_MEMORY / s_cell)
 """Tokens of the KV pool (SGLang's ``int(rest_memory * (1 << 30) // cell_size)``); <= 0: SGLang does not start."""
@@ -304,10 +305,10 @@ def _element_size(card: GPU, weights: str, c: SGLangConfig) -> tuple[int, str]:
 
 
 def _cell_size(m: ModelSpec, elem: int) -> int:
-    vals = {"n_layers": m.n_layers, "element_size": elem}
+    vals = {"L": m.n_layers, "b_kv": elem}
     if m.attention == "mla":
-        return _ints(CELL_SIZE_MLA, dict(vals, kv_lora_rank=m.kv_lora_rank, qk_rope_head_dim=m.rope_head_dim))
-    return _ints(CELL_SIZE_MHA, dict(vals, n_kv_heads=m.n_kv_heads, head_dim=m.head_dim))
+        return _ints(CELL_SIZE_MLA, dict(vals, c_kv=m.kv_lora_rank, d_r=m.rope_head_dim))
+    return _ints(CELL_SIZE_MHA, dict(vals, n_kv=m.n_kv_heads, d_head=m.head_dim))
 
 
 def _pool(m: ModelSpec, card: GPU, weights: str, c: SGLangConfig) -> dict:
