@@ -18,6 +18,7 @@ one-line message on stderr. Used in: the workshop (book/workshop.md) and the REA
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import warnings
@@ -285,19 +286,20 @@ def cmd_max_context(args) -> int:
 def cmd_llamacpp(args) -> int:
     """llama.cpp's buffers for a model on one catalogue GPU (every layer offloaded) and the longest context."""
     from ..catalog.hardware import get_gpu
-    from ..serve.llamacpp import GPU_BUFFERS, gpu_budget, llamacpp_max_ctx, llamacpp_memory, weights_label
+    from ..serve.llamacpp import (GPU_BUFFERS, LlamaCppConfig, gpu_budget, llamacpp_max_ctx, llamacpp_memory,
+                                  weights_label)
     from .report import breakdown_text
 
     m, card, weights = _model(args), get_gpu(args.gpu), _gguf_weights(args)
-    kw = dict(n_ctx=args.n_ctx, n_batch=args.n_batch, n_ubatch=args.n_ubatch, flash_attn=not args.no_flash_attn,
-              type_k=args.type_k, type_v=args.type_v, n_seq=args.parallel)
+    kw = _llamacpp_settings(args)
     bd = llamacpp_memory(m, weights, **kw)
     budget, where = gpu_budget(card)
     on_gpu = sum(bd[x] for x in GPU_BUFFERS)
     longest = llamacpp_max_ctx(m, card, weights, **{k: v for k, v in kw.items() if k != "n_ctx"})
     ok = on_gpu <= budget
     if args.json:
-        _emit(json.dumps({"model": m.name, "gpu": card.key, "weights": weights_label(weights), "settings": kw,
+        _emit(json.dumps({"model": m.name, "gpu": card.key, "weights": weights_label(weights),
+                          "settings": dataclasses.asdict(LlamaCppConfig(**kw)),
                           "buffers": dict(bd), "on_gpu_bytes": on_gpu, "gpu_budget_bytes": budget,
                           "fits": ok, "longest_n_ctx": longest, "notes": list(bd.notes)}, indent=2))
         return EXIT_FITS if ok else EXIT_DOES_NOT_FIT
@@ -313,25 +315,25 @@ def cmd_offload(args) -> int:
     """A model split between a GPU and host memory as llama.cpp splits it (-ngl), and the decode roofline."""
     from ..catalog.hardware import get_gpu
     from ..serve.llamacpp import LlamaCppConfig, weights_label
-    from ..serve.offload import offload_plan
+    from ..serve.offload import OffloadConfig, offload_plan
     from .report import breakdown_text
 
     m, card = _model(args), get_gpu(args.gpu)
-    ctx = LlamaCppConfig(n_ctx=args.n_ctx, flash_attn=not args.no_flash_attn, type_k=args.type_k,
-                         type_v=args.type_v)
+    ctx = LlamaCppConfig(**_llamacpp_settings(args))
     weights = _gguf_weights(args)
-    p = offload_plan(m, card, weights, host=args.host, host_ram=args.ram, n_gpu_layers=args.n_gpu_layers,
-                     cpu_moe=args.cpu_moe, llamacpp=ctx)
+    where = {k: v for k, v in (("host", args.host), ("host_ram", args.ram)) if v is not None}
+    c = OffloadConfig(n_gpu_layers=args.n_gpu_layers, cpu_moe=args.cpu_moe, llamacpp=ctx, **where)
+    p = offload_plan(m, card, weights, c)
     ok = p.fits_gpu and p.fits_host
     if args.json:
-        _emit(json.dumps({"model": m.name, "gpu": card.key, "weights": weights_label(weights), "host": args.host,
+        _emit(json.dumps({"model": m.name, "gpu": card.key, "weights": weights_label(weights), "host": c.host,
                           "n_gpu_layers": p.n_gpu_layers, "layers_on_gpu": p.layers_on_gpu,
                           "output_on_gpu": p.output_on_gpu, "gpu_buffers": dict(p.gpu), "host_buffers": dict(p.host),
                           "gpu_budget_bytes": p.gpu_budget, "host_budget_bytes": p.host_budget, "fits": ok,
                           "read_gpu_bytes": p.read_gpu, "read_host_bytes": p.read_host,
                           "tokens_per_s": p.tokens_per_s, "notes": list(p.notes)}, indent=2))
         return EXIT_FITS if ok else EXIT_DOES_NOT_FIT
-    lines = [p.gpu.title.rsplit(": GPU", 1)[0] + f" ({args.ram}): -ngl {p.n_gpu_layers}, "
+    lines = [p.gpu.title.rsplit(", -ngl", 1)[0] + f" ({c.host_ram:,} B of RAM): -ngl {p.n_gpu_layers}, "
              f"{p.layers_on_gpu} of {m.n_layers} blocks" + (" and the output layer" if p.output_on_gpu else "") +
              " on the GPU", "", "GPU:", breakdown_text(p.gpu), f"  budget {p.gpu_budget:,} bytes", "",
              "Host:", breakdown_text(p.host), f"  budget {p.host_budget:,} bytes", ""]
@@ -343,12 +345,6 @@ def cmd_offload(args) -> int:
     lines += [f"Note: {n}" for n in p.notes]
     _emit("\n".join(lines))
     return EXIT_FITS if ok else EXIT_DOES_NOT_FIT
-
-
-def _hosts() -> list[str]:
-    from ..catalog.hosts import HOSTS
-
-    return list(HOSTS)
 
 
 def cmd_plan(args) -> int:
@@ -548,6 +544,36 @@ def cmd_exercises(args) -> int:
 
 
 # --- the parser ----------------------------------------------------------------------------------------------
+_LLAMACPP_FLAGS = {"n_ctx": "n_ctx", "no_flash_attn": "flash_attn", "type_k": "type_k", "type_v": "type_v",
+                   "n_batch": "n_batch", "n_ubatch": "n_ubatch", "parallel": "n_seq"}
+"""CLI option -> LlamaCppConfig field; an option left out takes the field's default (LlamaCppConfig owns them)."""
+
+
+def _llamacpp_args(p: argparse.ArgumentParser) -> None:
+    """The options of a llama.cpp context that ``llamacpp`` and ``offload`` share (defaults: LlamaCppConfig's)."""
+    p.add_argument("--gpu", required=True, help="a catalogue GPU (see 'vramlib gpus')")
+    p.add_argument("--weights", default=None, help="the GGUF file's format (default q4_k_m; with --model file.gguf, "
+                                                   "the file's own tensors)")
+    p.add_argument("--n-ctx", type=_POSITIVE, help="-c: context")
+    p.add_argument("--no-flash-attn", action="store_true", help="-fa off (the f32 attention scores are kept)")
+    p.add_argument("--type-k", help="-ctk: K cache type (f16, q8_0, q4_0 ...)")
+    p.add_argument("--type-v", help="-ctv: V cache type (quantized needs flash attention)")
+    p.add_argument("--json", action="store_true", help="print JSON (bytes as integers)")
+
+
+def _llamacpp_settings(args) -> dict:
+    """The LlamaCppConfig fields the command line set (the others keep the class's defaults)."""
+    out = {}
+    for opt, name in _LLAMACPP_FLAGS.items():
+        value = getattr(args, opt, None)
+        if opt == "no_flash_attn":
+            if value:
+                out[name] = False
+        elif value is not None:
+            out[name] = value
+    return out
+
+
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="catalogue name (see 'vramlib models'), a config.json path, or a "
                                                   "Hub id such as Qwen/Qwen3-8B (its config.json only)")
@@ -661,17 +687,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="The buffers a llama.cpp context allocates with every layer on the GPU, in exact "
                                    "bytes (vl.llamacpp_memory), whether they fit the card, and the longest context.")
     _model_args(p)
-    p.add_argument("--gpu", required=True, help="a catalogue GPU (see 'vramlib gpus')")
-    p.add_argument("--weights", default=None, help="the GGUF file's format (default q4_k_m; with --model file.gguf, "
-                                                   "the file's own tensors)")
-    p.add_argument("--n-ctx", type=_POSITIVE, default=8192, help="-c: context (default 8192)")
-    p.add_argument("--n-batch", type=_POSITIVE, default=2048, help="-b: logical batch (default 2048)")
-    p.add_argument("--n-ubatch", type=_POSITIVE, default=512, help="-ub: micro-batch (default 512)")
-    p.add_argument("--no-flash-attn", action="store_true", help="-fa off (the f32 attention scores are kept)")
-    p.add_argument("--type-k", default="f16", help="-ctk: K cache type (f16, q8_0, q4_0 ...)")
-    p.add_argument("--type-v", default="f16", help="-ctv: V cache type (quantized needs flash attention)")
-    p.add_argument("--parallel", type=_POSITIVE, default=1, help="-np: parallel sequences (default 1)")
-    p.add_argument("--json", action="store_true", help="print JSON (bytes as integers)")
+    _llamacpp_args(p)
+    p.add_argument("--n-batch", type=_POSITIVE, help="-b: logical batch")
+    p.add_argument("--n-ubatch", type=_POSITIVE, help="-ub: micro-batch")
+    p.add_argument("--parallel", type=_POSITIVE, help="-np: parallel sequences")
     p.set_defaults(func=cmd_llamacpp)
 
     p = sub.add_parser("offload", help="a model split between the GPU and host memory (llama.cpp -ngl), decode speed",
@@ -679,18 +698,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "memory on each side and a bandwidth roofline of decode tokens/s "
                                    "(vl.offload_plan; the book's chapter on offload, ch17).")
     _model_args(p)
-    p.add_argument("--gpu", required=True, help="a catalogue GPU (see 'vramlib gpus')")
-    p.add_argument("--weights", default=None, help="the GGUF file's format (default q4_k_m; with --model file.gguf, "
-                                                   "the file's own tensors)")
-    p.add_argument("--host", default="ddr5-5600-2ch", help="host memory: " + ", ".join(_hosts()))
-    p.add_argument("--ram", default="64GB", help="installed RAM (default 64GB)")
+    _llamacpp_args(p)
+    p.add_argument("--host", help="host memory (a key of vramlib.catalog.hosts.HOSTS, e.g. ddr5-5600-2ch)")
+    p.add_argument("--ram", help="installed RAM, e.g. 64GB")
     p.add_argument("--n-gpu-layers", type=int, default=None, help="-ngl (default: the most that fit; -1: all)")
     p.add_argument("--cpu-moe", action="store_true", help="--cpu-moe: routed experts in host memory")
-    p.add_argument("--n-ctx", type=_POSITIVE, default=8192, help="-c: context (default 8192)")
-    p.add_argument("--no-flash-attn", action="store_true", help="-fa off")
-    p.add_argument("--type-k", default="f16", help="-ctk: K cache type")
-    p.add_argument("--type-v", default="f16", help="-ctv: V cache type")
-    p.add_argument("--json", action="store_true", help="print JSON (bytes as integers)")
     p.set_defaults(func=cmd_offload)
 
     p = sub.add_parser("plan", help="search parallel plans (TP x PP x DP x ZeRO) for full training",
