@@ -408,18 +408,13 @@ def device_plan(model: ModelSpec | str, device: str, weights: str = "q4_k_m", co
         host = HOSTS[device]
         budget, bw, name = c.host_ram - c.host_reserved, float(host.bandwidth_gb_s), host.name
         how = f"host RAM {c.host_ram:,} B less {c.host_reserved:,} B for the system"
-    view = m.view()
-    lw = _layer_weights(m, weights)
-    bufs = llamacpp_buffers(view, Fields(c.llamacpp), True)
-    x = llamacpp_split(view, lw, bufs, -1, False)       # every layer on the one device
-    kv = decode_kv_read(view, bufs, x, c.context_tokens or c.llamacpp.n_ctx)
-    read = q_add(x["read_gpu"], kv[0])
-    rate = decode_rate(read, 0, bw, bw)
+    x = offload_core(m.view(), _layer_weights(m, weights), Fields(c.llamacpp),   # every layer on the one device
+                     [-1, False, c.context_tokens or c.llamacpp.n_ctx],
+                     {"budget": budget, "gpu_gb_s": bw, "host_gb_s": bw})
     parts = dict(x["gpu"])
-    parts["output buffer"] = bufs[2]
+    parts["output buffer"] = dict(x["host"])["output buffer"]
     return DevicePlan(device=device, memory=Breakdown(parts, title=f"{m.name} {weights_label(weights)} on {name}"),
-                      budget=budget,
-                      read=int(read), gb_s=bw, tokens_per_s=rate[1],
+                      budget=budget, read=int(x["read"][0]), gb_s=bw, tokens_per_s=x["rate"][1],
                       notes=(f"budget: {how}", "decode roofline: an upper bound at the memory's announced bandwidth",
                              "llama.cpp at commit 0c1e57098; weights as a GGUF file stores them"))
 

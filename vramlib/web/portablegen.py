@@ -149,7 +149,7 @@ PORTABLE_MODULES = (
     "solve.recommend", "solve.training_feasibility", "serve.serving", "serve.llamacpp", "serve.offload",
     "catalog.hosts", "explain.bookshelf", "explain.design",
     "present.widgets.bookshelf", "present.widgets.design", "present.widgets.finetune", "present.widgets.inference",
-    "present.widgets.parallel", "present.widgets.recommend", "present.widgets.serving", "present.widgets.training",
+    "present.widgets.offload", "present.widgets.parallel", "present.widgets.recommend", "present.widgets.serving", "present.widgets.training",
 )
 """The modules that define portable functions (the registry fills as they are imported)."""
 

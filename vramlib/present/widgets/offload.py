@@ -15,11 +15,19 @@ from ...catalog.precision import GGUF_MIXES
 from ...core.errors import check_positive_int
 from ...serve.llamacpp import KV_TYPES, LlamaCppConfig
 from ...serve.offload import offload_plan, offload_verdict
+from ...core.portable import portable
 from .base import Computed, bounded_int, panel
 from .inference import inference_linked, panel_model
 
 AUTO = "auto"
 """The -ngl choice that asks for the most layers that fit."""
+
+
+@portable
+def panel_type_v(type_k, flash_attn):
+    """The panel's one cache-type control sets V too, where llama.cpp allows it: a quantized V needs flash
+    attention, so without it V stays f16."""
+    return type_k if flash_attn else "f16"
 
 
 def offload_compute(model, n_heads: int, n_kv_heads: int, weights: str, gpu: str, host: str, host_ram: str,
@@ -29,7 +37,7 @@ def offload_compute(model, n_heads: int, n_kv_heads: int, weights: str, gpu: str
     control's key, or ``own_model``'s name (``inference.panel_model``)."""
     m = panel_model(model, own_model).as_heads(n_heads, n_kv_heads)
     card = get_gpu(gpu)
-    ctx = LlamaCppConfig(n_ctx=n_ctx, flash_attn=flash_attn, type_k=type_k, type_v=type_k if flash_attn else "f16")
+    ctx = LlamaCppConfig(n_ctx=n_ctx, flash_attn=flash_attn, type_k=type_k, type_v=panel_type_v(type_k, flash_attn))
     ngl = None if n_gpu_layers == AUTO else check_positive_int("n_gpu_layers", n_gpu_layers, allow_zero=True)
     p = offload_plan(m, card, weights, host=host, host_ram=host_ram, cpu_moe=cpu_moe, llamacpp=ctx, n_gpu_layers=ngl)
     x = {"gpu": list(p.gpu.items()), "host": list(p.host.items()), "layers_on_gpu": p.layers_on_gpu,

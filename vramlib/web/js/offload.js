@@ -1,7 +1,7 @@
 /* vramlib/web/js/offload.js -- the offload calculator (chapter 17): the glue of vramlib.serve.offload.offload_plan
  * and vramlib.present.widgets.offload.offload_compute. The rules are their @portable parts compiled for the page
  * (VL.py: layer_weights_of, llamacpp_buffers, llamacpp_split, most_gpu_layers, decode_kv_read, decode_rate,
- * offload_core, offload_verdict, gpu_budget_of); this file checks the fields as OffloadConfig and LlamaCppConfig
+ * offload_core, offload_verdict, gpu_budget_of, panel_type_v); this file checks the fields as OffloadConfig and LlamaCppConfig
  * do and reads the catalogue (VL.data.offload: hosts and their bandwidth). */
 (function () {
   var K = VL.data.offload, PY = VL.py;
@@ -12,7 +12,7 @@
     c.n_ctx = VL.checkPositiveInt("n_ctx", a.n_ctx);
     c.flash_attn = !!a.flash_attn;
     c.type_k = VL.checkChoice("type_k", a.type_k, K.KV_TYPES);
-    c.type_v = c.flash_attn ? c.type_k : "f16";
+    c.type_v = PY.panel_type_v(c.type_k, c.flash_attn);   /* widgets.offload.panel_type_v */
     return c;
   }
 
