@@ -74,6 +74,10 @@ KV_TYPES: dict[str, Fraction] = {t: GGML_BITS[base] / 8 for t, base in (
 """Bytes per element of the cache types llama.cpp accepts for ``--cache-type-k/-v``: the ggml block sizes of
 ``vramlib.catalog.precision.GGML_BITS`` (bf16 is as wide as f16; iq4_nl's 32-value block is q4_0's 18 bytes)."""
 
+FLOAT_CACHE_TYPES = ("f32", "f16", "bf16")
+"""Cache types stored as plain floats; the others are quantized blocks (a quantized V needs flash attention, and a
+quantized cache with a 64-multiple head is Hadamard-rotated: :func:`llamacpp_rotated`)."""
+
 _nn = dict(integer=True, nonnegative=True)
 _pos = dict(integer=True, positive=True)
 n_ctx, n_seq, n_ub, n_b, n_swa, n_kv = (sp.Symbol(x, **_pos) for x in ("n_ctx", "n_seq", "n_ub", "n_b", "n_swa",
@@ -152,7 +156,7 @@ openai-moe.cpp set ``swa_type``); for the others in the catalogue (Mistral-7B as
 phi3.cpp sets to LLAMA_SWA_TYPE_NONE) every layer keeps every token."""
 
 
-share(LLAMACPP_SWA_FAMILIES=list(LLAMACPP_SWA_FAMILIES))
+share(LLAMACPP_SWA_FAMILIES=list(LLAMACPP_SWA_FAMILIES), LLAMACPP_FLOAT_CACHE=list(FLOAT_CACHE_TYPES))
 share(N_CTX=N_CTX, N_CTX_SEQ=N_CTX_SEQ, N_STREAM=N_STREAM, U_BATCH=U_BATCH, SWA_CELLS=SWA_CELLS,
       COMPUTE_FA=COMPUTE_FA, COMPUTE_NO_FA=COMPUTE_NO_FA, OUTPUT_BYTES=OUTPUT_BYTES, LLAMACPP_KV_TYPES=dict(KV_TYPES))
 
@@ -205,7 +209,7 @@ def llamacpp_swa(s):
 def llamacpp_rotated(cache_type, head_dim):
     """Whether llama.cpp Hadamard-rotates a cache's rows: a quantized type and a head a multiple of 64
     (src/llama-kv-cache.cpp)."""
-    return cache_type != "f32" and cache_type != "f16" and cache_type != "bf16" and head_dim % 64 == 0
+    return cache_type not in shared("LLAMACPP_FLOAT_CACHE") and head_dim % 64 == 0
 
 
 @portable
@@ -296,7 +300,7 @@ class LlamaCppConfig(Settings):
                 raise InvalidValueError(name, getattr(self, name), "must be True or False")
         for name in ("type_k", "type_v"):
             object.__setattr__(self, name, check_choice(name, getattr(self, name), KV_TYPES))
-        if self.type_v not in ("f32", "f16", "bf16") and not self.flash_attn:
+        if self.type_v not in FLOAT_CACHE_TYPES and not self.flash_attn:
             raise InvalidValueError("type_v", self.type_v, "quantized V cache requires flash_attn=True (llama.cpp "
                                                            "refuses it)")
         if self.n_gpu_layers != -1:
@@ -400,7 +404,7 @@ def _notes(m: ModelSpec, c: LlamaCppConfig, s: dict) -> tuple[str, ...]:
              f"{s['cells']['full']:,} cells per stream x {s['streams']} stream(s), micro-batch {s['u']:,}",
              "model buffer: the weights as vramlib prices the format (1-D tensors in f32); the CPU backend's "
              "AMX / repacked copies of some weights are not counted"]
-    if "sliding" in m.layer_types and m.family not in LLAMACPP_SWA_FAMILIES:
+    if "sliding" in m.layer_types and not llamacpp_swa(Fields(m)):
         notes.append(f"llama.cpp ignores {m.family}'s sliding window (LLAMACPP_SWA_FAMILIES): every layer keeps every "
                      "token")
     if c.flash_attn and m.n_heads * m.head_dim != m.hidden:
@@ -409,7 +413,7 @@ def _notes(m: ModelSpec, c: LlamaCppConfig, s: dict) -> tuple[str, ...]:
     elif c.flash_attn and llamacpp_rotated(c.type_v, m.head_dim) and m.ffn > 2 * m.hidden:
         notes.append("compute buffer with flash attention and a rotated V cache: exact on the measured shapes; a "
                      "replay of ggml-alloc finds some shapes one n_embd row higher")
-    elif c.type_k not in ("f32", "f16", "bf16") and m.head_dim % 64 == 0:
+    elif llamacpp_rotated(c.type_k, m.head_dim):
         notes.append("compute buffer: quantized K with a 64-multiple head turns on llama.cpp's Hadamard rotation, "
                      "measured 1,504 B per token below this figure (an upper bound)")
     return tuple(notes)
@@ -499,7 +503,7 @@ def llamacpp_max_ctx(model: ModelSpec | str, gpu: GPU | str, weights: str = "q4_
     return CTX_PAD * largest_fitting(fits, 1, None, 2**24, field="n_ctx")
 
 
-__all__ = ["COMPUTE_FA", "COMPUTE_LOGITS", "COMPUTE_NO_FA", "CTX_PAD", "FA_FFN", "FA_INPUTS", "gpu_budget",
-           "gpu_budget_of", "GPU_BUFFERS", "KV_TYPES", "llamacpp_max_ctx", "llamacpp_memory", "llamacpp_problem",
-           "llamacpp_refusal", "llamacpp_swa", "LLAMACPP_SWA_FAMILIES", "LlamaCppConfig", "N_CTX", "N_CTX_SEQ",
-           "N_STREAM", "OUTPUT_BYTES", "SWA_CELLS", "TENSOR_ALIGNMENT", "U_BATCH"]
+__all__ = ["COMPUTE_FA", "COMPUTE_LOGITS", "COMPUTE_NO_FA", "CTX_PAD", "FA_FFN", "FA_INPUTS", "FLOAT_CACHE_TYPES",
+           "gpu_budget", "gpu_budget_of", "GPU_BUFFERS", "KV_TYPES", "llamacpp_max_ctx", "llamacpp_memory",
+           "llamacpp_problem", "llamacpp_refusal", "llamacpp_swa", "LLAMACPP_SWA_FAMILIES", "LlamaCppConfig", "N_CTX",
+           "N_CTX_SEQ", "N_STREAM", "OUTPUT_BYTES", "SWA_CELLS", "TENSOR_ALIGNMENT", "U_BATCH"]
